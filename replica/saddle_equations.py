@@ -1,0 +1,326 @@
+"""From a declaration to the replica-symmetric free entropy and its saddle-point equations.
+
+Everything here is symbolic (sympy). The conventions are those of THEORY.md:
+
+* fields (sec. 2): ``omega_l = m_l + q^{1/2} xi_l``,
+  ``h*_l = theta q^{-1} (omega_l - m_l) + (rho - theta q^{-1} theta^T)^{1/2} eta_l``
+  (Cholesky square roots), with ``xi_l ~ N(0, I_r)``, ``eta_l ~ N(0, I_t)``;
+* free entropy (sec. 3):
+  ``Phi = sum [tr(Vhat q)/2 - tr(qhat V)/2 - mhat.m - tr(thetahat^T theta)] + Psi_w + alpha Psi_out``,
+  ``Psi_out = -E[min_z M(z; xi, eta)]``,
+  ``M = sum_l (z_l - omega_l)^T V^{-1} (z_l - omega_l)/2 + l(z, h*)``;
+* saddle-point equations (sec. 4): the stationarity conditions of ``Phi``. The entropic side
+  is closed form; the energetic side is ``alpha E[dM/dX at z = prox]`` (envelope theorem),
+  and equivalently ``alpha (E[M* s_X] + E[partial_X M])`` with ``s_X`` the Gaussian score of
+  the field law (Gaussian integration by parts).
+
+The result is a :class:`ReplicaSystem` whose fields are sympy objects a user can print,
+simplify or turn into LaTeX (:func:`latex`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from replica.declaration import AttentionModel
+from replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
+
+
+@dataclass(frozen=True, eq=False)
+class ReplicaSystem:
+    """The RS free entropy of a declared model and its saddle-point equations.
+
+    Symbols
+        ``alpha``: sample complexity; ``constants``: named constants of the declaration;
+        ``nodes``: the standard Gaussian variables ``(xi, eta)`` flattened (token-major);
+        ``z``: the prox variables (L x r, flattened token-major).
+    Fields and target
+        ``student_fields`` ``omega`` and ``teacher_fields`` ``h*`` (L x r, L x t);
+        ``teacher_attention`` ``T(h*)``; ``sigma_tilde`` ``diag(tr Sigma_l / d)``;
+        ``teacher_overlap[c]``: ``rho_c = Q*^T Sigma_c Q* / d`` per covariance class (t x t
+        multiple of the identity, its scalar given);
+        ``per_token``: each per-token order parameter as an expression in the reduced ones.
+    Expressions (all in terms of nodes, order parameters and constants)
+        ``envelope`` ``M``; ``envelope_gradient`` and ``envelope_hessian`` in ``z``;
+        ``loss`` ``l(z, h*)``; ``energetic_integrands[X] = dM/dX``;
+        ``score_integrands[X] = (s_X, partial_X M)``; ``test_error_integrand``
+        ``= (2/L) l(h, h*)`` with the fresh field ``h`` in place of ``z``; ``prox_starts``.
+    Equations
+        ``conjugate_updates[Xhat]``: in terms of ``alpha`` and the placeholders
+        ``expectations[X] = E[dM/dX at prox]``; ``order_updates[X]``: closed form in the
+        conjugates; ``free_entropy`` with the placeholder ``psi_out``.
+    """
+
+    model: AttentionModel
+    parameters: ReducedParameters
+    alpha: sp.Symbol
+    constants: tuple[sp.Symbol, ...]
+    nodes: tuple[sp.Symbol, ...]
+    z: tuple[sp.Symbol, ...]
+    student_fields: sp.Matrix
+    teacher_fields: sp.Matrix
+    teacher_attention: sp.Matrix
+    sigma_tilde: sp.Matrix
+    teacher_overlap: tuple[sp.Expr, ...]
+    per_token: dict[str, sp.Expr]
+    loss: sp.Expr
+    envelope: sp.Expr
+    envelope_gradient: tuple[sp.Expr, ...]
+    envelope_hessian: tuple[tuple[sp.Expr, ...], ...]
+    prox_starts: tuple[tuple[sp.Expr, ...], ...]
+    energetic_integrands: dict[sp.Symbol, sp.Expr]
+    score_integrands: dict[sp.Symbol, tuple[sp.Expr, sp.Expr]]
+    expectations: dict[sp.Symbol, sp.Symbol]
+    conjugate_updates: dict[sp.Symbol, sp.Expr]
+    order_updates: dict[sp.Symbol, sp.Expr]
+    entropic_potential: sp.Expr
+    trace_terms: sp.Expr
+    psi_out: sp.Symbol
+    free_entropy: sp.Expr
+    regulariser_energy: sp.Expr
+    test_error_integrand: sp.Expr
+
+    @property
+    def entries(self) -> tuple[OrderParameter, ...]:
+        return self.parameters.entries
+
+    def equations(self) -> list[sp.Eq]:
+        """All saddle-point equations as ``sympy.Eq`` objects (conjugates first)."""
+        eqs = [sp.Eq(conj, rhs) for conj, rhs in self.conjugate_updates.items()]
+        eqs += [sp.Eq(sym, rhs) for sym, rhs in self.order_updates.items()]
+        return eqs
+
+    def constant_values(self) -> dict[sp.Symbol, float]:
+        values = self.model.constants()
+        return {c: values[c.name] for c in self.constants}
+
+
+_HAT_LATEX = {
+    name: rf"\hat{{{latex_base}}}"
+    for name, latex_base in (("qhat", "q"), ("mhat", "m"), ("Vhat", "V"), ("thetahat", r"\theta"))
+}
+
+
+def latex(expr: sp.Basic) -> str:
+    """LaTeX of an expression of a :class:`ReplicaSystem`, with hats on the conjugates."""
+    names = {}
+    for s in expr.free_symbols:
+        for plain, hatted in _HAT_LATEX.items():
+            if s.name == plain or s.name.startswith(plain + "_"):
+                names[s] = hatted + sp.latex(sp.Symbol("x" + s.name[len(plain) :]))[1:]
+    return sp.latex(expr, symbol_names=names)
+
+
+def _cholesky(matrix: sp.Matrix) -> sp.Matrix:
+    if matrix.shape == (1, 1):
+        return sp.Matrix([[sp.sqrt(matrix[0, 0])]])
+    return matrix.cholesky(hermitian=False)
+
+
+def _named_constants(model: AttentionModel) -> dict[str, sp.Symbol]:
+    return {name: sp.Symbol(name, real=True, nonnegative=True) for name in model.constants()}
+
+
+_DERIVED: dict[tuple, ReplicaSystem] = {}
+
+
+def derive(model: AttentionModel) -> ReplicaSystem:
+    """Derive (once per model structure) the RS free entropy and saddle equations.
+
+    The numbers of the declaration enter only as named constants, so a system derived for
+    one set of values serves every other with the same structure.
+    """
+    key = model.structure()
+    if key not in _DERIVED:
+        _DERIVED[key] = _derive(model)
+    cached = _DERIVED[key]
+    return cached if cached.model == model else replace(cached, model=model)
+
+
+def _derive(model: AttentionModel) -> ReplicaSystem:
+    L, r, t = model.length, model.rank, model.teacher_rank
+    consts = _named_constants(model)
+    classes = model.tokens.covariance_classes()
+    n_classes = max(classes) + 1
+    n_atoms = len(model.tokens.variances)
+    positions = model.positions.coefficient_matrix()
+    n_dirs = model.positions.directions
+    par = ReducedParameters.build(n_classes, n_dirs, r, t)
+    alpha = sp.Symbol("alpha", positive=True)
+    lam = consts["lambda"]
+
+    weight = [consts[f"w_{a + 1}"] for a in range(n_atoms)]
+    gamma = [[consts[f"gamma_{a + 1}_{c + 1}"] for c in range(n_classes)] for a in range(n_atoms)]
+    # rho_c = Q*^T Sigma_c Q*/d with iid standard teacher entries; Sigma_tilde_c = tr Sigma_c / d.
+    trace_sigma = [sp.Add(*[weight[a] * gamma[a][c] for a in range(n_atoms)]) for c in range(n_classes)]
+    rho = [trace_sigma[c] * sp.eye(t) for c in range(n_classes)]
+    sigma_tilde = sp.diag(*[trace_sigma[classes[l]] for l in range(L)])
+
+    def indexed(base: str, cols: int):
+        return lambda l, i: sp.Symbol(f"{base}_{l + 1}_{i + 1}" if cols > 1 else f"{base}_{l + 1}", real=True)
+
+    xi = sp.Matrix(L, r, indexed("xi", r))
+    eta = sp.Matrix(L, t, indexed("eta", t))
+    z = sp.Matrix(L, r, indexed("z", r))
+    nodes = tuple(xi) + tuple(eta)
+
+    # ---- fields (THEORY.md sec. 2), per token, in terms of the reduced parameters
+    zero_r = sp.zeros(r, 1)
+    m_token = [sum((positions[l, k] * par.mu[k] for k in range(n_dirs)), zero_r) for l in range(L)]
+    omega_rows, hstar_rows, per_token = [], [], {}
+    field_law: list[tuple[sp.Matrix, sp.Matrix, sp.Matrix]] = []  # (mean, factor B, standard nodes)
+    for l in range(L):
+        c = classes[l]
+        q_c, th_c = par.q[c], par.theta[c]
+        root_q = _cholesky(q_c)
+        q_inv = q_c.inv()
+        residual_cov = rho[c] - th_c * q_inv * th_c.T
+        root_res = _cholesky(residual_cov) if th_c.shape[0] else sp.zeros(t, t)
+        xi_l, eta_l = xi[l, :].T, eta[l, :].T
+        omega_l = m_token[l] + root_q * xi_l
+        hstar_l = th_c * q_inv * root_q * xi_l + root_res * eta_l
+        omega_rows.append(omega_l.T)
+        hstar_rows.append(hstar_l.T)
+        mean = sp.Matrix.vstack(m_token[l], sp.zeros(t, 1))
+        factor = sp.Matrix(sp.BlockMatrix([[root_q, sp.zeros(r, t)], [th_c * q_inv * root_q, root_res]]))
+        field_law.append((mean, factor, sp.Matrix.vstack(xi_l, eta_l)))
+        for i in range(r):
+            per_token[f"m_{l + 1}" + (f"{i + 1}" if r > 1 else "")] = m_token[l][i]
+        per_token[f"q_{l + 1}"] = q_c if r > 1 else q_c[0, 0]
+        per_token[f"V_{l + 1}"] = par.V[c] if r > 1 else par.V[c][0, 0]
+        per_token[f"theta_{l + 1}"] = th_c if (r, t) != (1, 1) else th_c[0, 0]
+    omega = sp.Matrix.vstack(*omega_rows)
+    hstar = sp.Matrix.vstack(*hstar_rows)
+
+    # ---- loss and Moreau envelope (sec. 1, 3)
+    teacher = model.teacher.expression(hstar, consts)
+    student = model.student.expression(z, consts)
+    diff = teacher - student
+    loss = sp.Rational(1, 2) * (diff * sigma_tilde * diff.T).trace()
+
+    fields_free = sp.Matrix(L, r, lambda l, i: sp.Symbol(f"w_field_{l}_{i}", real=True))
+    prior = sp.Add(
+        *[
+            sp.Rational(1, 2)
+            * ((z[l, :] - fields_free[l, :]) * par.V[classes[l]].inv() * (z[l, :] - fields_free[l, :]).T)[0, 0]
+            for l in range(L)
+        ]
+    )
+    field_values = dict(zip(fields_free, omega, strict=True))
+    envelope = prior.subs(field_values) + loss
+    z_flat = tuple(z)
+    gradient = tuple(sp.diff(envelope, zi) for zi in z_flat)
+    hessian = tuple(tuple(sp.diff(g, zj) for zj in z_flat) for g in gradient)
+
+    # ---- energetic integrands: envelope form dM/dX, and the score (integration-by-parts) form
+    energetic = {e.symbol: sp.diff(envelope, e.symbol) for e in par.entries}
+    direct = {e.symbol: sp.diff(prior, e.symbol).subs(field_values) for e in par.entries}  # fields held fixed
+    score: dict[sp.Symbol, tuple[sp.Expr, sp.Expr]] = {}
+    for e in par.entries:
+        s_total = sp.Integer(0)
+        for mean, factor, n_l in field_law:
+            cov = factor * factor.T
+            dmean, dcov = mean.diff(e.symbol), cov.diff(e.symbol)
+            if dmean.is_zero_matrix and dcov.is_zero_matrix:
+                continue
+            whitened = factor.T.inv() * n_l  # C^{-1}(y - mean) = B^{-T} n
+            s_total += (whitened.T * dmean)[0, 0]
+            s_total += sp.Rational(1, 2) * ((whitened.T * dcov * whitened)[0, 0] - (cov.inv() * dcov).trace())
+        score[e.symbol] = (s_total, direct[e.symbol])
+
+    # ---- free entropy (sec. 3)
+    trace_terms = sp.Integer(0)
+    for c in range(n_classes):
+        trace_terms += sp.Rational(1, 2) * (par.Vhat[c] * par.q[c]).trace()
+        trace_terms -= sp.Rational(1, 2) * (par.qhat[c] * par.V[c]).trace()
+        trace_terms -= (par.thetahat[c].T * par.theta[c]).trace()
+    for k in range(n_dirs):
+        trace_terms -= (par.muhat[k].T * par.mu[k])[0, 0]
+
+    psi_w = sp.Integer(0)
+    for a in range(n_atoms):
+        a_matrix = sum((gamma[a][c] * par.Vhat[c] for c in range(n_classes)), sp.zeros(r, r))
+        theta_sum = sum((gamma[a][c] * par.thetahat[c] for c in range(n_classes)), sp.zeros(t, r))
+        second = sum((gamma[a][c] * par.qhat[c] for c in range(n_classes)), sp.zeros(r, r))
+        second += theta_sum.T * theta_sum
+        psi_w += weight[a] * model.regulariser.entropic_potential(a_matrix, second, lam)
+        for k in range(n_dirs):
+            if model.positions.atom_of(k) == a:
+                psi_w += model.regulariser.entropic_potential(a_matrix, par.muhat[k] * par.muhat[k].T, lam)
+
+    psi_out = sp.Symbol("Psi_out", real=True)
+    free_entropy = trace_terms + psi_w + alpha * psi_out
+
+    expectations = {e.symbol: sp.Symbol(f"E_d{e.symbol.name}", real=True) for e in par.entries}
+    conjugate_updates: dict[sp.Symbol, sp.Expr] = {}
+    order_updates: dict[sp.Symbol, sp.Expr] = {}
+    conjugate_symbols, order_symbols = set(par.conjugates), set(par.symbols)
+    for e in par.entries:
+        # dPhi/dX = d(trace)/dX - alpha E[dM/dX] = 0: linear in the conjugate paired with X
+        paired = sp.diff(trace_terms, e.symbol)
+        (partner,) = paired.free_symbols & conjugate_symbols
+        conjugate_updates[partner] = _solve_linear(paired - alpha * expectations[e.symbol], partner)
+        # dPhi/dXhat = d(trace)/dXhat + dPsi_w/dXhat = 0: linear in the parameter paired with Xhat
+        paired = sp.diff(trace_terms, e.conjugate)
+        (partner,) = paired.free_symbols & order_symbols
+        order_updates[partner] = sp.simplify(_solve_linear(paired + sp.diff(psi_w, e.conjugate), partner))
+    conjugate_updates = {e.conjugate: conjugate_updates[e.conjugate] for e in par.entries}
+    order_updates = {e.symbol: order_updates[e.symbol] for e in par.entries}
+
+    regulariser_energy = sp.simplify(-lam * sp.diff(psi_w, lam))
+    test_error = sp.Rational(2, L) * loss.subs(dict(zip(z_flat, tuple(omega), strict=True)))
+
+    return ReplicaSystem(
+        model=model,
+        parameters=par,
+        alpha=alpha,
+        constants=tuple(consts[name] for name in model.constants()),
+        nodes=nodes,
+        z=z_flat,
+        student_fields=omega,
+        teacher_fields=hstar,
+        teacher_attention=teacher,
+        sigma_tilde=sigma_tilde,
+        teacher_overlap=tuple(trace_sigma),
+        per_token=per_token,
+        loss=loss,
+        envelope=envelope,
+        envelope_gradient=gradient,
+        envelope_hessian=hessian,
+        prox_starts=_prox_starts(omega, hstar),
+        energetic_integrands=energetic,
+        score_integrands=score,
+        expectations=expectations,
+        conjugate_updates=conjugate_updates,
+        order_updates=order_updates,
+        entropic_potential=psi_w,
+        trace_terms=trace_terms,
+        psi_out=psi_out,
+        free_entropy=free_entropy,
+        regulariser_energy=regulariser_energy,
+        test_error_integrand=test_error,
+    )
+
+
+def _prox_starts(omega: sp.Matrix, hstar: sp.Matrix) -> tuple[tuple[sp.Expr, ...], ...]:
+    """Natural starting points of the prox search, closed under ``z -> -z``: the prior mean
+    ``omega`` and, when student and teacher ranks agree, the teacher fields ``h*`` (where
+    the student attention reproduces the teacher's semantic part) and their sums with
+    ``omega``."""
+    starts = [omega]
+    if hstar.shape == omega.shape:
+        starts += [hstar, omega + hstar, omega - hstar]
+    return tuple(tuple(sign * s) for s in starts for sign in (1, -1))
+
+
+def _solve_linear(expression: sp.Expr, unknown: sp.Symbol) -> sp.Expr:
+    """Solve ``expression = 0`` for ``unknown``, which it contains linearly."""
+    slope = sp.diff(expression, unknown)
+    if slope.has(unknown) or slope == 0:
+        raise ValueError(f"stationarity condition is not linear in {unknown}: {expression}")
+    return sp.simplify(-expression.subs(unknown, 0) / slope)
+
+
+__all__ = ["FAMILIES", "HAT_NAMES", "ReplicaSystem", "derive", "latex"]

@@ -1,0 +1,144 @@
+"""Compiled, vectorised form of a :class:`replica.saddle_equations.ReplicaSystem`.
+
+This module knows nothing about attention: it sees integrands of the node variables, the
+prox variables ``z``, the order parameters and the constants, and closed-form updates.
+Node-level integrands are compiled to numba kernels (:mod:`saddle.codegen`,
+:mod:`saddle.kernels`); the closed-form scalar updates are lambdified to numpy.
+Compilation happens once per model structure and is cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import sympy as sp
+
+from replica.saddle_equations import ReplicaSystem
+from saddle.codegen import scalar_function, vector_function
+from saddle.kernels import make_integral_kernel, make_node_kernel, make_prox_kernel
+
+
+def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Expr]) -> Callable[..., np.ndarray]:
+    function = sp.lambdify([list(a) for a in args], list(exprs), modules="numpy", cse=True)
+
+    def stacked(*values: object) -> np.ndarray:
+        outputs = function(*values)
+        return np.stack(np.broadcast_arrays(*[np.asarray(o, dtype=float) for o in outputs]))
+
+    return stacked
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledSystem:
+    """Numerical callables of a replica system.
+
+    Shapes: ``nodes (D, N)``, ``weights (N,)``, ``z (k, N)``, ``params`` and ``conj (P,)``,
+    ``consts (C,)``.
+
+    * ``prox(nodes, params, consts, starts (S, k, N), tol, maxit) -> (z, M, |grad M|)``
+      the best of the Newton-refined starts at every node;
+    * ``starts(nodes, params, consts) -> (S, k, N)`` the deterministic starts;
+    * ``energetic(z, nodes, weights, params, consts) -> (2 + P,)``:
+      ``E[M], E[l], E[dM/dX]`` (envelope form);
+    * ``score(z, nodes, weights, params, consts) -> (P,)``: ``E[M s_X + partial_X M]``
+      (Gaussian integration-by-parts form of the same derivatives);
+    * ``node_energetic(z, nodes, params, consts) -> (2 + P, N)``: the same integrands per node;
+    * ``test_error(nodes, weights, params, consts) -> (1,)``;
+    * ``conjugates(alpha, expectations, consts)``, ``orders(conj, consts)``: the updates;
+      ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``.
+    """
+
+    system: ReplicaSystem
+    prox: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]
+    starts: Callable[..., np.ndarray]
+    energetic: Callable[..., np.ndarray]
+    score: Callable[..., np.ndarray]
+    node_energetic: Callable[..., np.ndarray]
+    test_error: Callable[..., np.ndarray]
+    conjugates: Callable[..., np.ndarray]
+    orders: Callable[..., np.ndarray]
+    entropic: Callable[..., np.ndarray]
+    trace: Callable[..., np.ndarray]
+    regulariser: Callable[..., np.ndarray]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(e.symbol.name for e in self.system.entries)
+
+    @property
+    def conjugate_names(self) -> tuple[str, ...]:
+        return tuple(e.conjugate.name for e in self.system.entries)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(e.family for e in self.system.entries)
+
+    @property
+    def dimension(self) -> int:
+        """Number of Gaussian node variables ``D = L (r + t)``."""
+        return len(self.system.nodes)
+
+    @property
+    def prox_dimension(self) -> int:
+        return len(self.system.z)
+
+    def constant_vector(self) -> np.ndarray:
+        values = self.system.constant_values()
+        return np.array([values[c] for c in self.system.constants], dtype=float)
+
+
+_COMPILED: dict[tuple, CompiledSystem] = {}
+
+
+def compile_system(system: ReplicaSystem) -> CompiledSystem:
+    """Compile every integrand and update of ``system`` (cached per model structure)."""
+    key = system.model.structure()
+    if key not in _COMPILED:
+        _COMPILED[key] = _compile(system)
+    cached = _COMPILED[key]
+    return cached if cached.system is system else replace(cached, system=system)
+
+
+def _compile(system: ReplicaSystem) -> CompiledSystem:
+    z, nodes = system.z, system.nodes
+    params, conj, consts = system.parameters.symbols, system.parameters.conjugates, system.constants
+    k, n_params = len(z), len(params)
+    with_z = [("z", z), ("n", nodes), ("p", params), ("c", consts)]
+    without_z = [("n", nodes), ("p", params), ("c", consts)]
+
+    envelope = scalar_function("envelope", with_z, system.envelope)
+    gradient = vector_function("gradient", with_z, system.envelope_gradient)
+    hessian = vector_function("hessian", with_z, [h for row in system.envelope_hessian for h in row])
+    energetic_exprs = [system.envelope, system.loss] + [system.energetic_integrands[s] for s in params]
+    energetic = vector_function("energetic", with_z, energetic_exprs)
+    score_exprs = [system.envelope * system.score_integrands[s][0] + system.score_integrands[s][1] for s in params]
+    score = vector_function("score", with_z, score_exprs)
+    test_error = vector_function("test_error", without_z, [system.test_error_integrand])
+
+    starts_flat = _lambdify_vector([nodes, params, consts], [x for start in system.prox_starts for x in start])
+    expectations = [system.expectations[s] for s in params]
+
+    def starts(*values: object) -> np.ndarray:
+        flat = starts_flat(*values)
+        return flat.reshape((len(system.prox_starts), k) + flat.shape[1:])
+
+    scalar = lambda args, exprs: (lambda f: lambda *a: f(*a)[0])(_lambdify_vector(args, exprs))  # noqa: E731
+
+    return CompiledSystem(
+        system=system,
+        prox=make_prox_kernel(envelope, gradient, hessian, k),
+        starts=starts,
+        energetic=make_integral_kernel(energetic, 2 + n_params, needs_z=True),
+        score=make_integral_kernel(score, n_params, needs_z=True),
+        node_energetic=make_node_kernel(energetic, 2 + n_params),
+        test_error=make_integral_kernel(test_error, 1, needs_z=False),
+        conjugates=_lambdify_vector(
+            [[system.alpha], expectations, consts], [system.conjugate_updates[c] for c in conj]
+        ),
+        orders=_lambdify_vector([conj, consts], [system.order_updates[s] for s in params]),
+        entropic=scalar([conj, consts], [system.entropic_potential]),
+        trace=scalar([params, conj], [system.trace_terms]),
+        regulariser=scalar([conj, consts], [system.regulariser_energy]),
+    )

@@ -1,0 +1,124 @@
+"""Continuation of fixed-point branches in alpha (THEORY.md sec. 4, 6).
+
+A branch is started at an anchor alpha (:meth:`SaddlePointSolver.anchor`) and followed to
+the other alphas in both directions. Each step predicts the next point by quadratic
+extrapolation of the last three and corrects it with the quasi-Newton solver, reusing the
+previous Jacobian. A failed step is retried from the last point with a fresh Jacobian, then
+halved (up to ``max_halvings`` times). If that fails too, or the branch's defining overlaps
+vanish (it merged into a more symmetric branch), the branch *ends* there: the failed point
+is kept with ``converged = False`` and the end is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
+
+PointCallback = Callable[[FixedPoint], None]
+
+
+@dataclass(frozen=True)
+class BranchTrace:
+    """The points of one branch over alpha, and where the branch could not be continued."""
+
+    branch: str
+    points: tuple[FixedPoint, ...]
+    ended_below: float | None  # the branch could not be continued below this alpha
+    ended_above: float | None  # ... nor above this one
+
+    def converged(self) -> tuple[FixedPoint, ...]:
+        return tuple(p for p in self.points if p.converged)
+
+
+def _sweep(
+    solver: SaddlePointSolver,
+    branch: Branch,
+    start: FixedPoint,
+    targets: Sequence[float],
+    known: dict[float, FixedPoint],
+    on_point: PointCallback,
+    max_halvings: int,
+) -> tuple[list[FixedPoint], float | None]:
+    history = [start]
+    jacobian: np.ndarray | None = None
+    found: list[FixedPoint] = []
+    for target in targets:
+        if target in known and known[target].converged:
+            history.append(known[target])
+            jacobian = None
+            continue
+        point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
+        found.append(point)
+        on_point(point)
+        if not solver.on_branch(point, branch):
+            return found, history[-1].alpha
+        history.append(point)
+    return found, None
+
+
+def _step(solver, branch, history, target, jacobian, max_halvings):
+    """Continue from ``history[-1]`` to ``target``, halving the step on failure."""
+    last = history[-1]
+    predicted = _predict(history, target)
+    point, jac = solver.solve(target, branch, initial=predicted, jacobian=jacobian)
+    if solver.on_branch(point, branch):
+        return point, jac
+    point, jac = solver.solve(target, branch, initial=last.values)
+    if solver.on_branch(point, branch) or max_halvings == 0:
+        return point, jac
+    middle = 0.5 * (last.alpha + target)
+    mid_point, mid_jac = _step(solver, branch, history, middle, None, max_halvings - 1)
+    if not solver.on_branch(mid_point, branch):
+        return point, jac
+    return _step(solver, branch, [*history, mid_point], target, mid_jac, max_halvings - 1)
+
+
+def _predict(history: Sequence[FixedPoint], target: float) -> np.ndarray:
+    """Lagrange extrapolation through the last (up to three) points of the branch."""
+    recent = history[-3:]
+    prediction = np.zeros_like(recent[-1].values)
+    for i, p in enumerate(recent):
+        weight = 1.0
+        for j, other in enumerate(recent):
+            if j != i:
+                weight *= (target - other.alpha) / (p.alpha - other.alpha)
+        prediction += weight * p.values
+    return prediction
+
+
+def trace_branch(
+    solver: SaddlePointSolver,
+    branch: Branch,
+    alphas: Iterable[float],
+    anchor_alpha: float | None = None,
+    known: Iterable[FixedPoint] = (),
+    on_point: PointCallback | None = None,
+    max_halvings: int = 3,
+) -> BranchTrace:
+    """All points of ``branch`` at ``alphas``, continued from ``anchor_alpha`` (default: the
+    largest alpha). ``known`` points (e.g. from an interrupted run) are reused, not
+    recomputed; ``on_point`` is called with every newly computed point."""
+    grid = sorted({float(a) for a in alphas})
+    anchor_alpha = grid[-1] if anchor_alpha is None else float(anchor_alpha)
+    known_map = {p.alpha: p for p in known if p.branch == branch.name}
+    notify = on_point or (lambda _p: None)
+    if anchor_alpha in known_map and known_map[anchor_alpha].converged:
+        anchor = known_map[anchor_alpha]
+        new_points: list[FixedPoint] = []
+    else:
+        anchor = solver.anchor(anchor_alpha, branch)
+        notify(anchor)
+        new_points = [anchor]
+    if not solver.on_branch(anchor, branch):
+        return BranchTrace(branch.name, tuple(new_points), anchor_alpha, anchor_alpha)
+    below = [a for a in grid if a < anchor_alpha][::-1]
+    above = [a for a in grid if a > anchor_alpha]
+    down, ended_below = _sweep(solver, branch, anchor, below, known_map, notify, max_halvings)
+    up, ended_above = _sweep(solver, branch, anchor, above, known_map, notify, max_halvings)
+    reused = [p for a, p in known_map.items() if a in grid]
+    points = {p.alpha: p for p in [*reused, *new_points, *down, *up]}
+    return BranchTrace(branch.name, tuple(points[a] for a in sorted(points)), ended_below, ended_above)

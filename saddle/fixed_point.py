@@ -1,0 +1,451 @@
+"""Fixed points of the saddle-point equations (THEORY.md sec. 4, 5).
+
+The map ``F`` sends the order parameters ``x = (q, m, V, theta)`` to new ones:
+prox over all quadrature nodes -> energetic conjugates -> closed-form entropic update.
+A fixed point is a root of ``F(x) - x``, found by a quasi-Newton (Broyden) iteration that can
+start from a Jacobian carried over from a neighbouring point (continuation), with scipy's
+Powell hybrid method as the fallback, or by damped iteration. Every result records its
+residual ``max |F(x) - x|`` over *all* order parameters (also those a branch fixes to zero,
+which checks that the branch's subspace is invariant), whether it converged, and how many
+evaluations of ``F`` it took.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import scipy.optimize
+
+from saddle.compiled import CompiledSystem
+from saddle.quadrature import GaussHermite, QuadratureRule
+from saddle.validation import check_alpha
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A family of fixed points: the overlap families held at zero (an invariant subspace
+    of the equations, by the symmetries ``Q -> -Q`` and ``Q* -> -Q*``), and the seed
+    strengths of the others, as fractions of their Cauchy-Schwarz bounds, tried in turn to
+    find a first point (:meth:`SaddlePointSolver.anchor`)."""
+
+    name: str
+    zero: tuple[str, ...] = ()
+    seeds: tuple[float, ...] = (0.9, 0.6, 0.3)
+
+
+POSITIONAL = Branch("positional", zero=("theta",))
+SEMANTIC = Branch("semantic", zero=("m",))
+AGNOSTIC = Branch("agnostic", zero=("m", "theta"))
+STANDARD_BRANCHES = (POSITIONAL, SEMANTIC, AGNOSTIC)
+SYMMETRIC = Branch("symmetric", zero=("m", "theta"))
+
+
+@dataclass(frozen=True)
+class ProxSettings:
+    """Multi-start policy and tolerances of the global prox (:mod:`saddle.kernels`)."""
+
+    extra_directions: int = 0
+    gradient_tolerance: float = 1e-11
+    max_iterations: int = 60
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.extra_directions < 0:
+            raise ValueError(f"extra_directions must be >= 0; got {self.extra_directions}")
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """How fixed points are computed.
+
+    ``conjugate_form``: ``"score"`` evaluates the conjugates of ``q, m, theta`` in the
+    Gaussian integration-by-parts form ``E[M* s_X]`` (continuous integrand), ``"envelope"``
+    as ``E[dM/dX at prox]`` (discontinuous where the prox jumps between basins); the two are
+    equal in exact arithmetic (THEORY.md sec. 4). ``test_quadrature`` integrates the smooth
+    test-error integrand.
+    """
+
+    quadrature: QuadratureRule = GaussHermite(16)
+    test_quadrature: QuadratureRule = GaussHermite(20)
+    conjugate_form: Literal["score", "envelope"] = "score"
+    method: Literal["broyden", "hybr", "damped"] = "broyden"
+    tolerance: float = 1e-9
+    accept: float = 1e-8
+    max_evaluations: int = 60
+    damping: float = 0.5
+    prox: ProxSettings = ProxSettings()
+
+    def __post_init__(self) -> None:
+        if self.conjugate_form not in ("score", "envelope"):
+            raise ValueError(f"conjugate_form must be 'score' or 'envelope'; got {self.conjugate_form!r}")
+        if self.method not in ("broyden", "hybr", "damped"):
+            raise ValueError(f"method must be one of broyden, hybr, damped; got {self.method!r}")
+        if not 0 < self.damping <= 1:
+            raise ValueError(f"damping must be in (0, 1]; got {self.damping!r}")
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """A solution of the saddle-point equations and its observables (THEORY.md sec. 5)."""
+
+    alpha: float
+    branch: str
+    names: tuple[str, ...]
+    conjugate_names: tuple[str, ...]
+    values: np.ndarray
+    conjugates: np.ndarray
+    free_entropy: float  # Phi
+    train_loss: float  # eps_t = -Phi
+    energy: float  # alpha E[l(prox, h*)] + E[R]/d, must equal train_loss
+    test_error: float  # eps_g
+    residual: float
+    converged: bool
+    iterations: int
+    prox_unconverged: int
+    quadrature: str
+    conjugate_form: str
+
+    def __getitem__(self, name: str) -> float:
+        if name in self.names:
+            return float(self.values[self.names.index(name)])
+        return float(self.conjugates[self.conjugate_names.index(name)])
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object], names: Sequence[str], conjugate_names: Sequence[str]) -> FixedPoint:
+        """Inverse of :meth:`row` (for resuming a scan from its table)."""
+        return cls(
+            alpha=float(row["alpha"]),
+            branch=str(row["branch"]),
+            names=tuple(names),
+            conjugate_names=tuple(conjugate_names),
+            values=np.array([float(row[n]) for n in names]),
+            conjugates=np.array([float(row[n]) for n in conjugate_names]),
+            free_entropy=float(row["free_entropy"]),
+            train_loss=float(row["train_loss"]),
+            energy=float(row["energy"]),
+            test_error=float(row["test_error"]),
+            residual=float(row["residual"]),
+            converged=str(row["converged"]).lower() in ("true", "1"),
+            iterations=int(row["iterations"]),
+            prox_unconverged=int(row["prox_unconverged"]),
+            quadrature=str(row["quadrature"]),
+            conjugate_form=str(row["conjugate_form"]),
+        )
+
+    def row(self) -> dict[str, object]:
+        """One tidy table row (column names are part of the public interface)."""
+        row: dict[str, object] = {"alpha": self.alpha, "branch": self.branch}
+        row.update({n: float(v) for n, v in zip(self.names, self.values, strict=True)})
+        row.update({n: float(v) for n, v in zip(self.conjugate_names, self.conjugates, strict=True)})
+        row.update(
+            free_entropy=self.free_entropy,
+            train_loss=self.train_loss,
+            energy=self.energy,
+            test_error=self.test_error,
+            converged=self.converged,
+            residual=self.residual,
+            iterations=self.iterations,
+            prox_unconverged=self.prox_unconverged,
+            quadrature=self.quadrature,
+            conjugate_form=self.conjugate_form,
+        )
+        return row
+
+
+@dataclass
+class Evaluation:
+    """Everything one evaluation of ``F`` computes."""
+
+    params: np.ndarray
+    conjugates: np.ndarray
+    updated: np.ndarray
+    mean_envelope: float
+    mean_loss: float
+    prox_unconverged: int
+
+
+class SaddlePointSolver:
+    """Evaluate ``F`` and find its fixed points for one compiled model."""
+
+    def __init__(self, compiled: CompiledSystem, settings: SolverSettings | None = None) -> None:
+        self.compiled = compiled
+        self.settings = settings or SolverSettings()
+        self.consts = compiled.constant_vector()
+        self.nodes, self.weights = self.settings.quadrature.nodes(compiled.dimension)
+        self.test_nodes, self.test_weights = self.settings.test_quadrature.nodes(compiled.dimension)
+        self.names = compiled.names
+        self.families = compiled.families
+        rng = np.random.default_rng(self.settings.prox.seed)
+        directions = rng.standard_normal((self.settings.prox.extra_directions, compiled.prox_dimension))
+        self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
+        self._symmetric: dict[float, FixedPoint] = {}
+
+    # ------------------------------------------------------------------ the map F
+    def prox(self, params: np.ndarray, thorough: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Global prox at every quadrature node: ``(z (k, N), M (N,), |grad M| (N,))``.
+
+        Starts: ``+-omega`` and, if ``thorough``, also the system's other starts
+        (:func:`replica.saddle_equations._prox_starts`) and ``+-omega +- sqrt(V) u_j`` for ``extra_directions`` fixed unit vectors
+        ``u_j``. The start set is closed under ``z -> -z`` and ``omega -> -omega``, so the
+        symmetries of ``M`` carry over exactly to the computed ``M*``.
+        """
+        starts = self.compiled.starts(self.nodes, params, self.consts)
+        if not thorough:
+            starts = starts[:2]
+        s = self.settings.prox
+        if s.extra_directions and thorough:
+            omega = starts[0]
+            scale = np.sqrt(self._largest_response(params))
+            shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
+            starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
+        return self.compiled.prox(
+            self.nodes, params, self.consts, np.ascontiguousarray(starts), s.gradient_tolerance, s.max_iterations
+        )
+
+    def _largest_response(self, params: np.ndarray) -> float:
+        entries = self.compiled.system.entries
+        return float(max(params[i] for i, e in enumerate(entries) if e.family == "V" and e.entry[0] == e.entry[1]))
+
+    def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
+        """One application of the saddle-point map at ``params`` (``thorough``: all prox starts)."""
+        z, _, grad = self.prox(params, thorough)
+        integrals = self.compiled.energetic(z, self.nodes, self.weights, params, self.consts)
+        if self.settings.conjugate_form == "score":
+            derivatives = self.compiled.score(z, self.nodes, self.weights, params, self.consts)
+        else:
+            derivatives = integrals[2:]
+        conj = self.compiled.conjugates(np.array([alpha]), derivatives, self.consts)
+        updated = self.compiled.orders(conj, self.consts)
+        return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), int((grad > 1e-7).sum()))
+
+    # ------------------------------------------------------------------ solving
+    def residual_norm(self, params: np.ndarray, updated: np.ndarray) -> float:
+        """``max_i |F_i(x) - x_i| / (1 + |x_i|)``: absolute for small, relative for large entries."""
+        if not np.all(np.isfinite(updated)):
+            return float("inf")
+        return float(np.max(np.abs(updated - params) / (1.0 + np.abs(params))))
+
+    def generic_guess(self) -> np.ndarray:
+        """The alpha -> 0 limit of the equations (conjugates zero) with ``q = rho/2``."""
+        x = self.compiled.orders(np.zeros(len(self.names)), self.consts)
+        for i, e in enumerate(self.compiled.system.entries):
+            if e.family == "q" and e.entry[0] == e.entry[1]:
+                x[i] = 0.5 * self._rho(e.group)
+            elif e.family in ("m", "theta"):
+                x[i] = 0.0
+        return x
+
+    def seeded(self, base: np.ndarray, branch: Branch, strength: float) -> np.ndarray:
+        """``base`` with the branch's free overlaps set to ``strength`` times their
+        Cauchy-Schwarz bound: ``theta = s sqrt(q rho)``, ``m = s sqrt(q / rho)``."""
+        x = base.copy()
+        entries = self.compiled.system.entries
+        q_of = {e.group: x[i] for i, e in enumerate(entries) if e.family == "q" and e.entry == (0, 0)}
+        for i, e in enumerate(entries):
+            if e.family in branch.zero or e.entry != (0, 0):
+                continue
+            if e.family == "theta":
+                x[i] = strength * np.sqrt(q_of[e.group] * self._rho(e.group))
+            elif e.family == "m":
+                q0 = float(np.mean(list(q_of.values())))
+                x[i] = strength * np.sqrt(q0 / self._rho(0))
+        return x
+
+    def _rho(self, group: int) -> float:
+        system = self.compiled.system
+        return float(system.teacher_overlap[group].subs(system.constant_values()))
+
+    def free_mask(self, branch: Branch) -> np.ndarray:
+        return np.array([f not in branch.zero for f in self.families])
+
+    def seeded_families(self, branch: Branch) -> tuple[str, ...]:
+        return tuple(f for f in ("m", "theta") if f not in branch.zero)
+
+    def on_branch(self, point: FixedPoint, branch: Branch) -> bool:
+        """Converged, and the overlaps that define the branch are not negligible: at least
+        1e-3 of their Cauchy-Schwarz bound (a branch whose overlaps vanish has merged into
+        the more symmetric one)."""
+        families = self.seeded_families(branch)
+        if not point.converged:
+            return False
+        if not families:
+            return True
+        bound = self.seeded(point.values, branch, 1.0)
+        mask = np.array([f in families for f in self.families]) & (bound != 0)
+        return bool(np.any(np.abs(point.values[mask]) > 1e-3 * np.abs(bound[mask])))
+
+    def symmetric_point(self, alpha: float) -> FixedPoint:
+        """The fixed point with all overlaps zero (``m = theta = 0``) at ``alpha``, from the
+        generic guess; cached, since every branch's anchor starts from it."""
+        if alpha not in self._symmetric:
+            self._symmetric[alpha], _ = self.solve(alpha, SYMMETRIC, initial=self.generic_guess())
+        return self._symmetric[alpha]
+
+    def anchor(self, alpha: float, branch: Branch) -> FixedPoint:
+        """A first point on ``branch`` at ``alpha`` without any prior solution.
+
+        Informed starts are tried in turn until one converges onto the branch: the fully
+        symmetric point (all overlaps zero, a fixed point of every branch's subspace) with
+        the branch's overlaps seeded at each of ``branch.seeds`` times their Cauchy-Schwarz
+        bound, then the generic guess seeded the same way.
+        """
+        parent = self.symmetric_point(alpha)
+        if not self.seeded_families(branch):
+            return replace(parent, branch=branch.name)
+        tried: list[FixedPoint] = []
+        for base in (parent.values, self.generic_guess()):
+            for strength in branch.seeds:
+                point, _ = self.solve(alpha, branch, initial=self.seeded(base, branch, strength))
+                tried.append(point)
+                if self.on_branch(point, branch):
+                    return point
+        return min(tried, key=lambda p: p.residual)
+
+    def solve(
+        self,
+        alpha: float,
+        branch: Branch,
+        initial: np.ndarray,
+        jacobian: np.ndarray | None = None,
+    ) -> tuple[FixedPoint, np.ndarray | None]:
+        """Fixed point on ``branch`` at ``alpha`` from ``initial``; returns it and the final
+        Jacobian estimate of ``F(x) - x`` on the free entries (reusable by a neighbour)."""
+        check_alpha(alpha)
+        free = self.free_mask(branch)
+        start = np.array(initial, dtype=float)
+        start[~free] = 0.0
+        # iterate with the two deterministic prox starts; verify with all of them, and
+        # iterate again with all of them if the extra starts found lower minima
+        evaluations = 0
+        for thorough in (False, True):
+            x, jacobian, used = self._find_root(alpha, free, start, jacobian, thorough)
+            evaluations += used
+            point = self._observe(x, alpha, branch, evaluations)
+            if point.converged or thorough:
+                return point, jacobian
+            start = x
+        raise AssertionError("unreachable")
+
+    def _find_root(self, alpha, free, start, jacobian, thorough):
+        cache: dict[bytes, Evaluation] = {}
+
+        def evaluate(x: np.ndarray) -> Evaluation:
+            full = start.copy()
+            full[free] = x
+            key = full.tobytes()
+            if key not in cache:
+                with np.errstate(all="ignore"):
+                    cache[key] = self.evaluate(full, alpha, thorough)
+            return cache[key]
+
+        def residual(x: np.ndarray) -> np.ndarray:
+            g = evaluate(x).updated[free] - x
+            return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
+
+        x0 = start[free]
+        jac_out = None
+        if self.settings.method == "damped":
+            x = self._damped(residual, x0)
+        else:
+            x, jac_out = self._broyden(residual, x0, jacobian) if self.settings.method == "broyden" else (None, None)
+            if x is None or np.abs(residual(x)).max() > self.settings.tolerance:
+                begin = x0 if x is None else x
+                sol = scipy.optimize.root(
+                    residual, begin, method="hybr", options={"xtol": 1e-14, "maxfev": self.settings.max_evaluations}
+                )
+                if np.abs(residual(sol.x)).max() < np.abs(residual(begin)).max():
+                    x, jac_out = sol.x, None
+                else:
+                    x = begin
+        full = start.copy()
+        full[free] = x
+        return full, jac_out, len(cache)
+
+    def _broyden(self, residual, x0: np.ndarray, jacobian: np.ndarray | None):
+        """Quasi-Newton iteration with Broyden's good update and a backtracking step.
+
+        Returns the best iterate and the Jacobian estimate, or ``(None, None)`` if the
+        iteration diverges.
+        """
+        x = x0.copy()
+        g = residual(x)
+        if jacobian is None:
+            jacobian = self._finite_difference_jacobian(residual, x, g)
+        best_norm, best_x, stalled, checkpoint = np.abs(g).max(), x, 0, np.abs(g).max()
+        for iteration in range(self.settings.max_evaluations):
+            if best_norm <= self.settings.tolerance or stalled >= 6:
+                break
+            if iteration % 8 == 7:  # less than a halving of the residual in 8 steps: give up
+                if best_norm > 0.5 * checkpoint:
+                    break
+                checkpoint = best_norm
+            try:
+                step = -np.linalg.solve(jacobian, g)
+            except np.linalg.LinAlgError:
+                return None, None
+            t = 1.0
+            for _ in range(6):
+                x_new = x + t * step
+                g_new = residual(x_new)
+                if np.abs(g_new).max() < np.abs(g).max() or t < 0.05:
+                    break
+                t *= 0.5
+            dx, dg = x_new - x, g_new - g
+            jacobian = jacobian + np.outer(dg - jacobian @ dx, dx) / max(float(dx @ dx), 1e-300)
+            x, g = x_new, g_new
+            norm = np.abs(g).max()
+            if norm < best_norm:
+                best_norm, best_x, stalled = norm, x, 0
+            else:
+                stalled += 1
+            if not np.isfinite(norm) or norm > 1e3 * max(best_norm, 1e-3):
+                return None, None
+        return best_x, jacobian
+
+    @staticmethod
+    def _finite_difference_jacobian(residual, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        jac = np.empty((g.size, x.size))
+        for j in range(x.size):
+            h = 1e-6 * max(abs(x[j]), 1e-2)
+            e = x.copy()
+            e[j] += h
+            jac[:, j] = (residual(e) - g) / h
+        return jac
+
+    def _damped(self, residual, x0: np.ndarray) -> np.ndarray:
+        x = x0.copy()
+        for _ in range(self.settings.max_evaluations):
+            g = residual(x) * (1.0 + np.abs(x))
+            if np.abs(g / (1.0 + np.abs(x))).max() <= self.settings.tolerance:
+                break
+            x = x + self.settings.damping * g
+        return x
+
+    def _observe(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int) -> FixedPoint:
+        ev = self.evaluate(params, alpha, thorough=True)
+        c = self.compiled
+        phi = float(c.trace(params, ev.conjugates) + c.entropic(ev.conjugates, self.consts) - alpha * ev.mean_envelope)
+        energy = float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts))
+        test_error = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
+        residual = self.residual_norm(params, ev.updated)
+        return FixedPoint(
+            alpha=float(alpha),
+            branch=branch.name,
+            names=self.names,
+            conjugate_names=c.conjugate_names,
+            values=params.copy(),
+            conjugates=ev.conjugates.copy(),
+            free_entropy=phi,
+            train_loss=-phi,
+            energy=energy,
+            test_error=test_error,
+            residual=residual,
+            converged=bool(residual <= self.settings.accept and np.all(np.isfinite(params))),
+            iterations=evaluations + 1,
+            prox_unconverged=ev.prox_unconverged,
+            quadrature=self.settings.quadrature.label,
+            conjugate_form=self.settings.conjugate_form,
+        )

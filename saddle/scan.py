@@ -1,0 +1,71 @@
+"""A whole scan: every branch over an alpha grid, the thresholds and the baseline.
+
+This is the numerical core of ``attnphase scan``; it writes nothing. Points are handed to
+``on_point`` as soon as they are computed (the command line writes them to disk
+incrementally), and ``known`` points from an interrupted run are reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from baseline.linear import LinearBaseline, linear_baseline
+from replica.declaration import AttentionModel
+from replica.saddle_equations import derive
+from saddle.compiled import compile_system
+from saddle.continuation import BranchTrace, PointCallback, trace_branch
+from saddle.fixed_point import (
+    POSITIONAL,
+    SEMANTIC,
+    STANDARD_BRANCHES,
+    Branch,
+    FixedPoint,
+    SaddlePointSolver,
+    SolverSettings,
+)
+from saddle.thresholds import Threshold, critical_alpha, global_minimum, linear_threshold
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    traces: dict[str, BranchTrace]
+    alpha_c: Threshold
+    alpha_l: Threshold
+    baseline: LinearBaseline
+
+    def points(self) -> list[FixedPoint]:
+        return [p for trace in self.traces.values() for p in trace.points]
+
+    def global_minimum(self) -> dict[float, FixedPoint]:
+        return global_minimum(list(self.traces.values()))
+
+
+def make_solver(model: AttentionModel, settings: SolverSettings | None = None) -> SaddlePointSolver:
+    """Derive, compile (both cached) and wrap the model in a solver."""
+    return SaddlePointSolver(compile_system(derive(model)), settings)
+
+
+def run_scan(
+    model: AttentionModel,
+    alphas: Sequence[float],
+    settings: SolverSettings | None = None,
+    branches: Sequence[Branch] = STANDARD_BRANCHES,
+    known: Iterable[FixedPoint] = (),
+    on_point: PointCallback | None = None,
+) -> ScanResult:
+    """Trace every branch over ``alphas``; then alpha_c (semantic vs positional training
+    loss) and alpha_l (global minimum vs linear baseline test error)."""
+    solver = make_solver(model, settings)
+    known = list(known)
+    traces = {b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point) for b in branches}
+    baseline = linear_baseline(solver.compiled.system)
+    named = {b.name: b for b in branches}
+    if POSITIONAL.name in named and SEMANTIC.name in named:
+        alpha_c = critical_alpha(
+            solver, (named["positional"], traces["positional"]), (named["semantic"], traces["semantic"])
+        )
+    else:
+        alpha_c = Threshold("alpha_c", float("nan"), None, "needs the positional and semantic branches")
+    alpha_l = linear_threshold(solver, [(b, traces[b.name]) for b in branches], baseline.test_error, alpha_c.value)
+    return ScanResult(traces, alpha_c, alpha_l, baseline)

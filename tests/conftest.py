@@ -1,0 +1,38 @@
+"""Shared fixtures: the paper's model compiled once, and its branches on the reference alphas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from replica.declaration import paper_model
+from saddle.continuation import BranchTrace, trace_branch
+from saddle.fixed_point import STANDARD_BRANCHES, SaddlePointSolver, SolverSettings
+from saddle.scan import make_solver
+
+REFERENCE_DIR = Path(__file__).parent / "data" / "reference"
+
+
+@pytest.fixture(scope="session")
+def paper_solver() -> SaddlePointSolver:
+    """The paper's instance (THEORY.md sec. 6) at the default solver settings."""
+    return make_solver(paper_model(), SolverSettings())
+
+
+@pytest.fixture(scope="session")
+def reference() -> dict[str, pd.DataFrame]:
+    """Fixed points computed by the paper's authors (omega = 0.3), one table per branch."""
+    return {
+        name: pd.read_csv(REFERENCE_DIR / f"omega0.3_{name}.csv", index_col=0).sort_values("alpha")
+        for name in ("positional", "semantic", "agnostic")
+    }
+
+
+@pytest.fixture(scope="session")
+def reference_traces(paper_solver, reference) -> dict[str, BranchTrace]:
+    """Every branch continued over the reference's alphas."""
+    return {
+        b.name: trace_branch(paper_solver, b, reference[b.name]["alpha"].round(12).tolist()) for b in STANDARD_BRANCHES
+    }
