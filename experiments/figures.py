@@ -69,7 +69,8 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, out_stem: Path) -
 
     for ax in axes.ravel():
         _mark_thresholds(ax, thresholds)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.suptitle(
         rf"$\omega$ = {thresholds['omega']:g}, $\sigma$ = {thresholds['sigma']:g}, $\lambda$ = {thresholds['lambda']:g}"
     )

@@ -4,9 +4,11 @@ A branch is started at an anchor alpha (:meth:`SaddlePointSolver.anchor`) and fo
 the other alphas in both directions. Each step predicts the next point by quadratic
 extrapolation of the last three and corrects it with the quasi-Newton solver, reusing the
 previous Jacobian. A failed step is retried from the last point with a fresh Jacobian, then
-halved (up to ``max_halvings`` times). If that fails too, or the branch's defining overlaps
-vanish (it merged into a more symmetric branch), the branch *ends* there: the failed point
-is kept with ``converged = False`` and the end is recorded.
+halved (up to ``max_halvings`` times). If that fails too, the branch *ends* there and the
+failed point is kept with ``converged = False``; if instead the solution converges with the
+branch's defining overlaps vanishing, the branch has merged into a more symmetric one (e.g.
+the semantic branch into the agnostic one at a pitchfork), and ends there too. Either way
+the end is recorded in the :class:`BranchTrace`.
 """
 
 from __future__ import annotations
@@ -52,10 +54,13 @@ def _sweep(
             jacobian = None
             continue
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
-        found.append(point)
-        on_point(point)
+        if not point.converged:  # reported, so that non-convergence is never silent
+            found.append(point)
+            on_point(point)
         if not solver.on_branch(point, branch):
             return found, history[-1].alpha
+        found.append(point)
+        on_point(point)
         history.append(point)
     return found, None
 
@@ -97,7 +102,7 @@ def trace_branch(
     anchor_alpha: float | None = None,
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
-    max_halvings: int = 3,
+    max_halvings: int = 2,
 ) -> BranchTrace:
     """All points of ``branch`` at ``alphas``, continued from ``anchor_alpha`` (default: the
     largest alpha). ``known`` points (e.g. from an interrupted run) are reused, not

@@ -5,9 +5,13 @@ prox over all quadrature nodes -> energetic conjugates -> closed-form entropic u
 A fixed point is a root of ``F(x) - x``, found by a quasi-Newton (Broyden) iteration that can
 start from a Jacobian carried over from a neighbouring point (continuation), with scipy's
 Powell hybrid method as the fallback, or by damped iteration. Every result records its
-residual ``max |F(x) - x|`` over *all* order parameters (also those a branch fixes to zero,
-which checks that the branch's subspace is invariant), whether it converged, and how many
-evaluations of ``F`` it took.
+residual ``max |F(x) - x| / (1 + |x|)`` over the branch's free order parameters, its
+symmetry defect ``max |F(x)|`` over those the branch holds at zero (zero up to rounding for a
+sign-symmetric rule such as Gauss-Hermite: the subspace is invariant; of the order of the
+quadrature error for a randomised rule), whether it converged, and how many evaluations of
+``F`` it took. The root is sought with the two prox starts ``+-omega`` and verified with all
+of them (:meth:`SaddlePointSolver.prox`); if the extra starts find lower minima, the search
+is repeated with all of them.
 """
 
 from __future__ import annotations
@@ -101,7 +105,8 @@ class FixedPoint:
     train_loss: float  # eps_t = -Phi
     energy: float  # alpha E[l(prox, h*)] + E[R]/d, must equal train_loss
     test_error: float  # eps_g
-    residual: float
+    residual: float  # max |F(x) - x| / (1 + |x|) over the branch's free order parameters
+    symmetry_defect: float  # max |F(x)| over the parameters the branch holds at zero
     converged: bool
     iterations: int
     prox_unconverged: int
@@ -128,6 +133,7 @@ class FixedPoint:
             energy=float(row["energy"]),
             test_error=float(row["test_error"]),
             residual=float(row["residual"]),
+            symmetry_defect=float(row["symmetry_defect"]),
             converged=str(row["converged"]).lower() in ("true", "1"),
             iterations=int(row["iterations"]),
             prox_unconverged=int(row["prox_unconverged"]),
@@ -147,6 +153,7 @@ class FixedPoint:
             test_error=self.test_error,
             converged=self.converged,
             residual=self.residual,
+            symmetry_defect=self.symmetry_defect,
             iterations=self.iterations,
             prox_unconverged=self.prox_unconverged,
             quadrature=self.quadrature,
@@ -182,15 +189,17 @@ class SaddlePointSolver:
         directions = rng.standard_normal((self.settings.prox.extra_directions, compiled.prox_dimension))
         self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
         self._symmetric: dict[float, FixedPoint] = {}
+        self._coarse: SaddlePointSolver | None = None
 
     # ------------------------------------------------------------------ the map F
     def prox(self, params: np.ndarray, thorough: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Global prox at every quadrature node: ``(z (k, N), M (N,), |grad M| (N,))``.
 
         Starts: ``+-omega`` and, if ``thorough``, also the system's other starts
-        (:func:`replica.saddle_equations._prox_starts`) and ``+-omega +- sqrt(V) u_j`` for ``extra_directions`` fixed unit vectors
-        ``u_j``. The start set is closed under ``z -> -z`` and ``omega -> -omega``, so the
-        symmetries of ``M`` carry over exactly to the computed ``M*``.
+        (:func:`replica.saddle_equations._prox_starts`) and ``+-omega +- sqrt(V) u_j`` for
+        ``extra_directions`` fixed unit vectors ``u_j``. The start set is closed under
+        ``z -> -z`` and ``omega -> -omega``, so the symmetries of ``M`` carry over exactly to
+        the computed ``M*``.
         """
         starts = self.compiled.starts(self.nodes, params, self.consts)
         if not thorough:
@@ -222,11 +231,12 @@ class SaddlePointSolver:
         return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), int((grad > 1e-7).sum()))
 
     # ------------------------------------------------------------------ solving
-    def residual_norm(self, params: np.ndarray, updated: np.ndarray) -> float:
+    @staticmethod
+    def residual_norm(params: np.ndarray, updated: np.ndarray) -> float:
         """``max_i |F_i(x) - x_i| / (1 + |x_i|)``: absolute for small, relative for large entries."""
         if not np.all(np.isfinite(updated)):
             return float("inf")
-        return float(np.max(np.abs(updated - params) / (1.0 + np.abs(params))))
+        return float(np.max(np.abs(updated - params) / (1.0 + np.abs(params)), initial=0.0))
 
     def generic_guess(self) -> np.ndarray:
         """The alpha -> 0 limit of the equations (conjugates zero) with ``q = rho/2``."""
@@ -284,14 +294,33 @@ class SaddlePointSolver:
             self._symmetric[alpha], _ = self.solve(alpha, SYMMETRIC, initial=self.generic_guess())
         return self._symmetric[alpha]
 
+    def coarse(self) -> SaddlePointSolver | None:
+        """The same solver on a Gauss-Hermite rule of half the order (``None`` if this rule
+        is already that coarse): anchors are searched there, where evaluations are cheap."""
+        order = max(4, getattr(self.settings.quadrature, "order", 64) // 2)
+        if getattr(self.settings.quadrature, "order", None) is not None and order >= self.settings.quadrature.order:
+            return None
+        if self._coarse is None:
+            settings = replace(self.settings, quadrature=GaussHermite(order), test_quadrature=GaussHermite(order))
+            self._coarse = SaddlePointSolver(self.compiled, settings)
+        return self._coarse
+
     def anchor(self, alpha: float, branch: Branch) -> FixedPoint:
         """A first point on ``branch`` at ``alpha`` without any prior solution.
 
-        Informed starts are tried in turn until one converges onto the branch: the fully
-        symmetric point (all overlaps zero, a fixed point of every branch's subspace) with
-        the branch's overlaps seeded at each of ``branch.seeds`` times their Cauchy-Schwarz
-        bound, then the generic guess seeded the same way.
+        The point is first found on the coarse rule (:meth:`coarse`) and refined on this
+        one. A search tries informed starts in turn until one converges onto the branch:
+        the fully symmetric point (all overlaps zero, a fixed point of every branch's
+        subspace) with the branch's overlaps seeded at each of ``branch.seeds`` times their
+        Cauchy-Schwarz bound, then the generic guess seeded the same way.
         """
+        coarse = self.coarse()
+        if coarse is not None:
+            rough = coarse.anchor(alpha, branch)
+            if coarse.on_branch(rough, branch):
+                point, _ = self.solve(alpha, branch, initial=rough.values)
+                if self.on_branch(point, branch):
+                    return point
         parent = self.symmetric_point(alpha)
         if not self.seeded_families(branch):
             return replace(parent, branch=branch.name)
@@ -430,7 +459,9 @@ class SaddlePointSolver:
         phi = float(c.trace(params, ev.conjugates) + c.entropic(ev.conjugates, self.consts) - alpha * ev.mean_envelope)
         energy = float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts))
         test_error = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
-        residual = self.residual_norm(params, ev.updated)
+        free = self.free_mask(branch)
+        residual = self.residual_norm(params[free], ev.updated[free])
+        defect = self.residual_norm(params[~free], ev.updated[~free])
         return FixedPoint(
             alpha=float(alpha),
             branch=branch.name,
@@ -443,6 +474,7 @@ class SaddlePointSolver:
             energy=energy,
             test_error=test_error,
             residual=residual,
+            symmetry_defect=defect,
             converged=bool(residual <= self.settings.accept and np.all(np.isfinite(params))),
             iterations=evaluations + 1,
             prox_unconverged=ev.prox_unconverged,

@@ -44,7 +44,7 @@ def make_prox_kernel(envelope: Callable, gradient: Callable, hessian: Callable, 
         h = np.empty(k * k)
         trial = np.empty(k)
         value = envelope(z, node, params, consts)
-        for _ in range(maxit):
+        for _ in range(maxit if np.isfinite(value) else 0):
             gradient(z, node, params, consts, g)
             gmax = 0.0
             for j in range(k):
@@ -52,6 +52,8 @@ def make_prox_kernel(envelope: Callable, gradient: Callable, hessian: Callable, 
             if not gmax > tol:
                 break
             hessian(z, node, params, consts, h)
+            if not np.all(np.isfinite(h)):
+                break  # invalid parameters (e.g. q < 0): the caller sees a non-finite map
             step = _newton_direction(h, g, k)
             # cap the step: the envelope varies on the scale of |z| + 1
             norm_step = np.sqrt((step * step).sum())

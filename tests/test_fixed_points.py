@@ -26,11 +26,13 @@ def all_points(traces):
 
 
 def test_every_reported_fixed_point_satisfies_its_equations(reference_traces):
-    """max |F(x) - x| / (1 + |x|) <= 1e-8 over all order parameters, including those a
-    branch holds at zero (which checks that its subspace is invariant)."""
+    """max |F(x) - x| / (1 + |x|) <= 1e-8 over the free order parameters, and the equations
+    of those a branch holds at zero are satisfied to rounding (its subspace is invariant
+    under the sign-symmetric Gauss-Hermite rule)."""
     points = all_points(reference_traces)
     assert points and all(p.converged for p in points)
     assert max(p.residual for p in points) <= 1e-8
+    assert max(p.symmetry_defect for p in points) <= 1e-12
 
 
 def test_training_loss_equals_the_energy(reference_traces):
@@ -44,7 +46,7 @@ def test_regulariser_energy_is_lambda_q_over_two_sigma_squared(reference_traces,
     compiled = paper_solver.compiled
     for p in all_points(reference_traces):
         regulariser = float(compiled.regulariser(p.conjugates, paper_solver.consts))
-        assert regulariser == pytest.approx(0.01 * p["q"] / (2 * 0.25), rel=1e-9)
+        assert regulariser == pytest.approx(0.01 * p["q"] / (2 * 0.25), rel=1e-7)  # q solves its equation to 1e-8
 
 
 @pytest.mark.parametrize(("branch", "alpha"), [(SEMANTIC, 2.0), (POSITIONAL, 2.0), (SEMANTIC, 1.25)])

@@ -1,0 +1,70 @@
+"""Quadrature accuracy at converged fixed points, and of the thresholds.
+
+    python benchmarks/quadrature.py [--out benchmarks/results/quadrature.json]
+
+For each rule (tensor Gauss-Hermite of several orders, scrambled Sobol with several seeds)
+the positional and semantic branches are solved at fixed alphas and alpha_c, alpha_l are
+computed from a scan around them. The spread between rules is the measured quadrature error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from replica.declaration import paper_model
+from saddle.fixed_point import POSITIONAL, SEMANTIC, SolverSettings
+from saddle.quadrature import GaussHermite, ScrambledSobol
+from saddle.scan import make_solver, run_scan
+
+RULES = [
+    GaussHermite(12),
+    GaussHermite(16),
+    GaussHermite(20),
+    GaussHermite(28),
+    ScrambledSobol(16, 0),
+    ScrambledSobol(16, 1),
+    ScrambledSobol(17, 2),
+]
+POINTS = [(POSITIONAL, 1.25), (POSITIONAL, 2.0), (SEMANTIC, 1.25), (SEMANTIC, 2.0)]
+THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.701, 0.08), 10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "quadrature.json")
+    args = parser.parse_args()
+    model = paper_model()
+    anchors = {}
+    base = make_solver(model, SolverSettings(quadrature=GaussHermite(20)))
+    for branch, alpha in POINTS:
+        anchors[(branch.name, alpha)] = base.anchor(alpha, branch)
+    results = []
+    for rule in RULES:
+        solver = make_solver(model, SolverSettings(quadrature=rule))
+        started = time.perf_counter()
+        row: dict[str, object] = {"rule": rule.label, "nodes": int(solver.nodes.shape[1])}
+        for branch, alpha in POINTS:
+            point, _ = solver.solve(alpha, branch, initial=anchors[(branch.name, alpha)].values)
+            key = f"{branch.name}_{alpha:g}"
+            row[f"{key}_train_loss"] = point.train_loss
+            row[f"{key}_q"] = point["q"]
+            row[f"{key}_V"] = point["V"]
+            row[f"{key}_test_error"] = point.test_error
+            row[f"{key}_converged"] = point.converged
+        scan = run_scan(model, THRESHOLD_ALPHAS, SolverSettings(quadrature=rule))
+        row["alpha_c"] = scan.alpha_c.value
+        row["alpha_l"] = scan.alpha_l.value
+        row["seconds"] = round(time.perf_counter() - started, 1)
+        results.append(row)
+        print(json.dumps(row), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

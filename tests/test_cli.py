@@ -1,0 +1,122 @@
+"""The command line: bad input, a small end-to-end scan, and resuming an interrupted scan."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from experiments.cli import app
+
+runner = CliRunner()
+SMALL = ["--alphas", "1.9,2.0,2.1", "--order", "10"]
+
+
+def test_help_lists_the_commands():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "scan" in result.output and "equations" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--omega", "1.5", "omega must be in [0, 1]"),
+        ("--sigma", "0", "sigma must be > 0"),
+        ("--lambda", "-0.1", "lambda must be >= 0"),
+        ("--A", "0.5,0.4,0.4,0.6", "A must be row-stochastic"),
+        ("--A", "1,0,0", "A must be a square matrix"),
+        ("--alphas", "0:1:0.1", "alpha must be > 0"),
+        ("--alphas", "-1,2", "alpha must be > 0"),
+        ("--alphas", "a:b", "alphas must be start:stop:step"),
+        ("--order", "1", "quadrature order must be an integer >= 2"),
+        ("--quadrature", "simpson", "quadrature must be one of"),
+    ],
+)
+def test_bad_input_is_one_readable_line(tmp_path, option, value, message):
+    result = runner.invoke(app, ["scan", "--out", str(tmp_path / "x"), option, value])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_input_from_a_real_process_exits_2_without_traceback(tmp_path):
+    process = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "scan", "--omega", "2", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert process.returncode == 2
+    assert process.stderr.strip() == "error: omega must be in [0, 1]; got 2.0"
+    assert "Traceback" not in process.stdout + process.stderr
+
+
+def test_equations_prints_the_symmetry_reduction_and_latex():
+    result = runner.invoke(app, ["equations", "--latex"])
+    assert result.exit_code == 0
+    assert "m_2 = - m" in result.output
+    assert r"\hat{V}" in result.output
+
+
+@pytest.fixture(scope="module")
+def small_scan(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scan")
+    result = runner.invoke(app, ["scan", "--out", str(out), *SMALL])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_scan_writes_tidy_tables_and_figures(small_scan):
+    branches = pd.read_csv(small_scan / "branches.csv")
+    for column in (
+        "alpha",
+        "branch",
+        "q",
+        "m",
+        "V",
+        "theta",
+        "qhat",
+        "mhat",
+        "Vhat",
+        "thetahat",
+        "train_loss",
+        "test_error",
+        "converged",
+        "residual",
+        "iterations",
+    ):
+        assert column in branches.columns
+    assert set(branches["branch"]) == {"positional", "semantic", "agnostic"}
+    assert sorted(set(branches["alpha"])) == [1.9, 2.0, 2.1]
+    thresholds = pd.read_csv(small_scan / "thresholds.csv")
+    for column in ("omega", "sigma", "lambda", "alpha_c", "alpha_l", "baseline_test_error"):
+        assert column in thresholds.columns
+    for name in ("scan.png", "scan.pdf"):
+        assert (small_scan / name).stat().st_size > 10_000
+    run = json.loads((small_scan / "run.json").read_text())
+    assert run["status"] == "complete" and run["seeds"] == {"prox": 0, "quadrature": 0}
+
+
+def test_rerunning_a_scan_resumes_instead_of_recomputing(small_scan):
+    before = pd.read_csv(small_scan / "branches.csv")
+    kept = before[before["alpha"] != 2.1]
+    kept.to_csv(small_scan / "branches.csv", index=False)  # as if interrupted before alpha = 2.1
+    result = runner.invoke(app, ["scan", "--out", str(small_scan), *SMALL])
+    assert result.exit_code == 0, result.output
+    after = pd.read_csv(small_scan / "branches.csv")
+    assert len(after) == len(before)
+    merged = kept.merge(after, on=["alpha", "branch"], suffixes=("_kept", "_after"))
+    assert (merged["iterations_kept"] == merged["iterations_after"]).all()  # reused, not recomputed
+    assert (merged["q_kept"] == merged["q_after"]).all()
+
+
+def test_a_scan_with_other_settings_needs_overwrite(small_scan):
+    result = runner.invoke(app, ["scan", "--out", str(small_scan), "--omega", "0.4", *SMALL])
+    assert result.exit_code == 2
+    assert "other settings" in result.output

@@ -1,0 +1,75 @@
+"""Quadrature rules, and their accuracy measured at converged fixed points (THEORY.md sec. 6).
+
+The energetic integrands have kinks (M*) and jumps (the prox changes basin), so tensor
+Gauss-Hermite converges algebraically there. The stated error of the default rule,
+``saddle.quadrature.DEFAULT_TRAIN_LOSS_ERROR``, is checked here against a higher order and
+against an independent scrambled-Sobol estimate; benchmarks/quadrature.py measures more.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from replica.declaration import paper_model
+from saddle.fixed_point import POSITIONAL, SEMANTIC, SolverSettings
+from saddle.quadrature import (
+    DEFAULT_TRAIN_LOSS_ERROR,
+    GaussHermite,
+    QuadratureError,
+    ScrambledSobol,
+    make_rule,
+)
+from saddle.scan import make_solver
+
+
+@pytest.mark.parametrize("order", [4, 9, 16])
+def test_gauss_hermite_integrates_gaussian_moments(order):
+    points, weights = GaussHermite(order, prune=0.0).nodes(3)
+    assert weights.sum() == pytest.approx(1.0, abs=1e-13)
+    assert weights @ points[0] ** 2 == pytest.approx(1.0, rel=1e-12)
+    assert weights @ (points[0] ** 2 * points[1] ** 2) == pytest.approx(1.0, rel=1e-12)
+    if order >= 3:
+        assert weights @ points[2] ** 4 == pytest.approx(3.0, rel=1e-12)
+
+
+def test_pruning_drops_negligible_weight_and_renormalises():
+    rule = GaussHermite(16)
+    points, weights = rule.nodes(4)
+    assert points.shape[1] < 16**4 // 2
+    assert rule.pruned_weight(4) < 1e-10
+    assert weights.sum() == pytest.approx(1.0, abs=1e-14)
+
+
+def test_sobol_points_are_standard_gaussian():
+    points, weights = ScrambledSobol(14, seed=1).nodes(4)
+    assert points.shape == (4, 2**14)
+    np.testing.assert_allclose(points @ weights, 0.0, atol=5e-3)
+    np.testing.assert_allclose((points**2) @ weights, 1.0, atol=1e-2)
+
+
+def test_bad_rules_are_rejected():
+    with pytest.raises(QuadratureError, match="order must be an integer >= 2"):
+        GaussHermite(1)
+    with pytest.raises(QuadratureError, match="log2_points must be"):
+        ScrambledSobol(30)
+    with pytest.raises(QuadratureError, match="quadrature must be one of"):
+        make_rule("trapezoid", 10)
+
+
+@pytest.mark.parametrize(("branch", "alpha"), [(POSITIONAL, 2.0), (SEMANTIC, 2.0)])
+def test_default_rule_is_within_its_stated_error(reference_traces, paper_solver, branch, alpha):
+    """eps_t at the default rule's fixed point, against Gauss-Hermite 24 and scrambled Sobol
+    (2^16 points): both independent estimates agree with it within the stated error."""
+    start = next(p for p in reference_traces[branch.name].points if abs(p.alpha - alpha) < 1e-9)
+    default, _ = paper_solver.solve(alpha, branch, initial=start.values)
+    estimates = []
+    for rule in (GaussHermite(24), ScrambledSobol(16, seed=0)):
+        solver = make_solver(paper_model(), SolverSettings(quadrature=rule))
+        point, _ = solver.solve(alpha, branch, initial=default.values)
+        assert point.converged
+        estimates.append(point.train_loss)
+    for estimate in estimates:
+        assert abs(estimate - default.train_loss) / default.train_loss < DEFAULT_TRAIN_LOSS_ERROR
+    # the two independent estimates agree with each other better than with the default
+    assert abs(estimates[0] - estimates[1]) / default.train_loss < DEFAULT_TRAIN_LOSS_ERROR
