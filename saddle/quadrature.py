@@ -16,7 +16,6 @@ import numpy as np
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.stats import norm, qmc
 
-
 #: Measured relative error of eps_t at the default rule (Gauss-Hermite 16) on the paper's
 #: instance, against higher orders and scrambled Sobol (benchmarks/quadrature.py; largest on
 #: the positional branch near alpha_c).
