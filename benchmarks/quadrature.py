@@ -31,7 +31,7 @@ RULES = [
     ScrambledSobol(17, 2),
 ]
 POINTS = [(POSITIONAL, 1.25), (POSITIONAL, 2.0), (SEMANTIC, 1.25), (SEMANTIC, 2.0)]
-THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.701, 0.08), 10)
+THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.62, 0.08), 10)
 
 
 def main() -> None:

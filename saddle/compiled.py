@@ -17,7 +17,7 @@ import sympy as sp
 
 from replica.saddle_equations import ReplicaSystem
 from saddle.codegen import scalar_function, vector_function
-from saddle.kernels import make_integral_kernel, make_node_kernel, make_prox_kernel
+from saddle.kernels import make_integral_kernel, make_prox_kernel
 
 
 def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Expr]) -> Callable[..., np.ndarray]:
@@ -44,7 +44,6 @@ class CompiledSystem:
       ``E[M], E[l], E[dM/dX]`` (envelope form);
     * ``score(z, nodes, weights, params, consts) -> (P,)``: ``E[M s_X + partial_X M]``
       (Gaussian integration-by-parts form of the same derivatives);
-    * ``node_energetic(z, nodes, params, consts) -> (2 + P, N)``: the same integrands per node;
     * ``test_error(nodes, weights, params, consts) -> (1,)``;
     * ``conjugates(alpha, expectations, consts)``, ``orders(conj, consts)``: the updates;
       ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``.
@@ -55,7 +54,6 @@ class CompiledSystem:
     starts: Callable[..., np.ndarray]
     energetic: Callable[..., np.ndarray]
     score: Callable[..., np.ndarray]
-    node_energetic: Callable[..., np.ndarray]
     test_error: Callable[..., np.ndarray]
     conjugates: Callable[..., np.ndarray]
     orders: Callable[..., np.ndarray]
@@ -132,7 +130,6 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
         starts=starts,
         energetic=make_integral_kernel(energetic, 2 + n_params, needs_z=True),
         score=make_integral_kernel(score, n_params, needs_z=True),
-        node_energetic=make_node_kernel(energetic, 2 + n_params),
         test_error=make_integral_kernel(test_error, 1, needs_z=False),
         conjugates=_lambdify_vector(
             [[system.alpha], expectations, consts], [system.conjugate_updates[c] for c in conj]

@@ -21,6 +21,7 @@ import numpy as np
 from saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
 
 PointCallback = Callable[[FixedPoint], None]
+MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,17 @@ def _sweep(
 
 
 def _step(solver, branch, history, target, jacobian, max_halvings):
-    """Continue from ``history[-1]`` to ``target``, halving the step on failure."""
+    """Continue from ``history[-1]`` to ``target``, halving the step on failure. Steps that
+    change alpha by more than ``MAX_RELATIVE_STEP`` go through intermediate points first."""
     last = history[-1]
+    if abs(target - last.alpha) > MAX_RELATIVE_STEP * min(target, last.alpha):
+        middle = float(np.sqrt(target * last.alpha))
+        mid_point, mid_jac = _step(solver, branch, history, middle, jacobian, max_halvings)
+        if not solver.on_branch(mid_point, branch):
+            return mid_point, mid_jac
+        history = [*history, mid_point]
+        last = mid_point
+        jacobian = mid_jac
     predicted = _predict(history, target)
     point, jac = solver.solve(target, branch, initial=predicted, jacobian=jacobian)
     if solver.on_branch(point, branch):

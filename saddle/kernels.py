@@ -135,19 +135,3 @@ def make_integral_kernel(integrand: Callable, size: int, needs_z: bool) -> Calla
             return partial.sum(axis=0)
 
     return kernel
-
-
-def make_node_kernel(integrand: Callable, size: int) -> Callable:
-    """``kernel(z (k,N), nodes, params, consts) -> (size, N)`` integrand values per node."""
-
-    @numba.njit(parallel=True, error_model="numpy")
-    def kernel(z, nodes, params, consts):  # pragma: no cover - compiled
-        n = nodes.shape[1]
-        values = np.empty((size, n))
-        for i in numba.prange(n):
-            out = np.empty(size)
-            integrand(z[:, i].copy(), nodes[:, i].copy(), params, consts, out)
-            values[:, i] = out
-        return values
-
-    return kernel

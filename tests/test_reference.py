@@ -8,8 +8,11 @@ agnostic rows.
 
 Below alpha ~ 0.7 the semantic branch merges into the agnostic one (theta -> 0 at a
 pitchfork in the m = 0 subspace; with a quadrature-converged integral no theta != 0 solution
-exists there, while the reference's coarse cubature leaves a small theta). There the
-reference's semantic rows are compared with the agnostic fixed point at the same alpha.
+exists there, while the reference's coarse cubature, not sign-symmetric, leaves a small
+theta). The positional branch is continued down to alpha ~ 0.12; below, where all branches
+are within a fraction of a percent of each other in eps_t, the solver does not follow it.
+Reference rows of a branch at alphas where it has ended are compared with the agnostic fixed
+point at the same alpha; the printed table says which.
 """
 
 from __future__ import annotations
