@@ -27,6 +27,12 @@ app = typer.Typer(
 
 USER_ERRORS = (DeclarationError, ParameterError, QuadratureError)
 
+# the paper's model, as options shared by every command
+Omega = Annotated[float, typer.Option(help="Positionality of the target, in [0, 1].")]
+Sigma = Annotated[float, typer.Option(help="Token standard deviation, > 0.")]
+Lambda = Annotated[float, typer.Option("--lambda", help="Ridge strength, >= 0.")]
+PositionalTarget = Annotated[str, typer.Option("--A", help="Positional target A, row-major a11,a12,a21,a22.")]
+
 
 @app.callback()
 def _root() -> None:
@@ -92,12 +98,10 @@ def _versions() -> dict[str, str]:
 @app.command()
 def scan(
     out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-scan"),
-    omega: Annotated[float, typer.Option(help="Positionality of the target, in [0, 1].")] = 0.3,
-    sigma: Annotated[float, typer.Option(help="Token standard deviation, > 0.")] = 0.5,
-    lam: Annotated[float, typer.Option("--lambda", help="Ridge strength, >= 0.")] = 0.01,
-    a_matrix: Annotated[
-        str, typer.Option("--A", help="Positional target A, row-major a11,a12,a21,a22.")
-    ] = "0.6,0.4,0.4,0.6",
+    omega: Omega = 0.3,
+    sigma: Sigma = 0.5,
+    lam: Lambda = 0.01,
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
     alphas: Annotated[
         str, typer.Option(help="Sample complexities start:stop:step (stop included) or a list.")
     ] = "0.1:2.5:0.08",
@@ -159,12 +163,10 @@ def scan(
 
 @app.command()
 def equations(
-    omega: Annotated[float, typer.Option(help="Positionality of the target, in [0, 1].")] = 0.3,
-    sigma: Annotated[float, typer.Option(help="Token standard deviation, > 0.")] = 0.5,
-    lam: Annotated[float, typer.Option("--lambda", help="Ridge strength, >= 0.")] = 0.01,
-    a_matrix: Annotated[
-        str, typer.Option("--A", help="Positional target A, row-major a11,a12,a21,a22.")
-    ] = "0.6,0.4,0.4,0.6",
+    omega: Omega = 0.3,
+    sigma: Sigma = 0.5,
+    lam: Lambda = 0.01,
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
     latex: Annotated[bool, typer.Option(help="Print LaTeX instead of plain text.")] = False,
 ) -> None:
     """Print the derived saddle-point equations and the symmetry reduction of the paper's model."""
