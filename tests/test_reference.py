@@ -74,9 +74,8 @@ def test_reference_fixed_points_are_reproduced(paper_solver, reference_traces, r
     assert (high[["V", "mse"]] < 0.08).all().all()
     assert (informed["eps_t"] < 0.03).all()
     assert (table[table["branch"] == "agnostic"]["mse"] < 0.05).all()
-    assert (
-        table[table["branch"] != "semantic"]["compared_with"] == table[table["branch"] != "semantic"]["branch"]
-    ).all()
+    high_rows = table[table["alpha"] >= 0.9]  # where every branch exists, it is compared with itself
+    assert (high_rows["compared_with"] == high_rows["branch"]).all()
 
 
 def test_semantic_branch_merges_into_the_agnostic_one_at_a_pitchfork(reference_traces):
