@@ -26,22 +26,10 @@ def require(condition: bool, parameter: str, allowed: str, value: object) -> Non
         raise DeclarationError(f"{parameter} must be {allowed}; got {value!r}")
 
 
-def softmax_rows(scores: sp.Matrix) -> sp.Matrix:
-    """Row-wise softmax of a square matrix of scores."""
-    rows = []
-    for i in range(scores.rows):
-        exps = [sp.exp(scores[i, j]) for j in range(scores.cols)]
-        total = sp.Add(*exps)
-        rows.append([e / total for e in exps])
-    return sp.Matrix(rows)
-
-
 def softmax_rows_stable(scores: sp.Matrix) -> sp.Matrix:
-    """Row-wise softmax written as ``1 / sum_k exp(s_k - s_j)``.
-
-    Algebraically equal to :func:`softmax_rows`; the differences of scores keep every
-    exponent of moderate size, which keeps the compiled numerics finite for large fields.
-    """
+    """Row-wise softmax ``exp(s_j) / sum_k exp(s_k)``, written as ``1 / sum_k exp(s_k - s_j)``:
+    the differences of scores keep every exponent of moderate size, which keeps the compiled
+    numerics finite for large fields."""
     n = scores.cols
     return sp.Matrix(
         [
