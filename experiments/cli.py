@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-import math
-import platform
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from tqdm import tqdm
 
-from replica.declaration import DeclarationError, paper_model
+from experiments.cli_common import (
+    USER_ERRORS,
+    Lambda,
+    Omega,
+    PositionalTarget,
+    Sigma,
+    UsageError,
+    fail,
+    parse_alphas,
+    parse_matrix,
+    versions,
+)
+from replica.declaration import paper_model
 from saddle.fixed_point import STANDARD_BRANCHES, ProxSettings, SolverSettings
-from saddle.quadrature import QuadratureError, make_rule
-from saddle.validation import ParameterError
+from saddle.quadrature import make_rule
 
 app = typer.Typer(
     add_completion=False,
@@ -25,74 +32,10 @@ app = typer.Typer(
     help="Replica theory of a solvable model of dot-product attention: scans, thresholds, figures.",
 )
 
-USER_ERRORS = (DeclarationError, ParameterError, QuadratureError)
-
-# the paper's model, as options shared by every command
-Omega = Annotated[float, typer.Option(help="Positionality of the target, in [0, 1].")]
-Sigma = Annotated[float, typer.Option(help="Token standard deviation, > 0.")]
-Lambda = Annotated[float, typer.Option("--lambda", help="Ridge strength, >= 0.")]
-PositionalTarget = Annotated[str, typer.Option("--A", help="Positional target A, row-major a11,a12,a21,a22.")]
-
 
 @app.callback()
 def _root() -> None:
     """Replica theory of a solvable model of dot-product attention (Cui et al., NeurIPS 2024)."""
-
-
-class UsageError(ValueError):
-    """A command-line value cannot be parsed."""
-
-
-def parse_alphas(text: str) -> np.ndarray:
-    """``start:stop:step`` (stop included) or a comma-separated list of alphas."""
-    try:
-        if ":" in text:
-            start, stop, step = (float(x) for x in text.split(":"))
-            if not step > 0:
-                raise ParameterError(f"alphas step must be > 0; got {step:g}")
-            if stop < start:
-                raise ParameterError(f"alphas stop must be >= start; got {start:g}:{stop:g}")
-            count = int(math.floor((stop - start) / step + 1e-9)) + 1
-            values = start + step * np.arange(count)
-        else:
-            values = np.array([float(x) for x in text.split(",")])
-    except ValueError as error:
-        if isinstance(error, ParameterError):
-            raise
-        raise UsageError(f"alphas must be start:stop:step or a comma-separated list; got {text!r}") from None
-    if not np.all(values > 0):
-        raise ParameterError(f"alpha must be > 0; got alphas {text!r}")
-    if values.size > 2000:
-        raise ParameterError(f"alphas must have at most 2000 values; got {values.size}")
-    return np.round(values, 10)
-
-
-def parse_matrix(text: str) -> tuple[tuple[float, ...], ...]:
-    """``a11,a12,a21,a22`` (row-major, a square number of entries)."""
-    try:
-        entries = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise UsageError(f"A must be comma-separated numbers a11,a12,a21,a22; got {text!r}") from None
-    size = int(round(math.sqrt(len(entries))))
-    if size * size != len(entries):
-        raise DeclarationError(f"A must be a square matrix given row-major; got {len(entries)} entries")
-    return tuple(tuple(entries[i * size : (i + 1) * size]) for i in range(size))
-
-
-def _fail(error: Exception) -> None:
-    typer.echo(f"error: {error}", err=True)
-    raise typer.Exit(code=2)
-
-
-def _versions() -> dict[str, str]:
-    packages = ("attnphase", "numpy", "scipy", "sympy", "numba", "pandas", "matplotlib")
-    versions = {"python": platform.python_version()}
-    for name in packages:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 @app.command()
@@ -128,7 +71,7 @@ def scan(
             prox=ProxSettings(seed=seed),
         )
     except (*USER_ERRORS, UsageError, ValueError) as error:
-        _fail(error)
+        fail(error)
     job = ScanJob(
         out,
         model,
@@ -149,7 +92,7 @@ def scan(
     try:
         job.prepare(overwrite=overwrite)
     except FileExistsError as error:
-        _fail(error)
+        fail(error)
     started = time.perf_counter()
     with tqdm(
         total=len(grid) * len(STANDARD_BRANCHES), desc="fixed points", unit="pt", file=sys.stderr, disable=None
@@ -157,7 +100,7 @@ def scan(
         bar.update(job.completed())
         summary = job.run(on_point=lambda _p: bar.update(1))
     elapsed = time.perf_counter() - started
-    job.finish(versions=_versions(), seconds=elapsed)
+    job.finish(versions=versions(), seconds=elapsed)
     typer.echo(summary)
 
 
@@ -176,7 +119,7 @@ def equations(
     try:
         model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
     except (*USER_ERRORS, UsageError) as error:
-        _fail(error)
+        fail(error)
     system = derive(model)
     show = to_latex if latex else str
     typer.echo("# per-token order parameters in terms of the reduced ones")
