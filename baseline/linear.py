@@ -46,7 +46,7 @@ def teacher_attention_function(system: ReplicaSystem):
 
 def linear_baseline(system: ReplicaSystem, quadrature: QuadratureRule | None = None) -> LinearBaseline:
     """Population-optimal linear positional attention and its test error."""
-    rule = quadrature or GaussHermite(24)
+    rule = quadrature or GaussHermite(24, prune=0.0)  # two dimensions: no need to prune
     consts = np.array([system.constant_values()[c] for c in system.constants])
     n_teacher = len(system.nodes) - len(system.z)
     nodes, weights = rule.nodes(n_teacher)

@@ -25,10 +25,13 @@ RULES = [
     GaussHermite(12),
     GaussHermite(16),
     GaussHermite(20),
+    GaussHermite(24),
     GaussHermite(28),
-    ScrambledSobol(16, 0),
-    ScrambledSobol(16, 1),
-    ScrambledSobol(17, 2),
+    GaussHermite(32),
+    GaussHermite(40),
+    ScrambledSobol(17, 0),
+    ScrambledSobol(17, 1),
+    ScrambledSobol(18, 2),
 ]
 POINTS = [(POSITIONAL, 1.25), (POSITIONAL, 2.0), (SEMANTIC, 1.25), (SEMANTIC, 2.0)]
 THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.62, 0.08), 10)

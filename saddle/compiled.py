@@ -42,8 +42,8 @@ class CompiledSystem:
     * ``starts(nodes, params, consts) -> (S, k, N)`` the deterministic starts;
     * ``energetic(z, nodes, weights, params, consts) -> (2 + P,)``:
       ``E[M], E[l], E[dM/dX]`` (envelope form);
-    * ``score(z, nodes, weights, params, consts) -> (P,)``: ``E[M s_X + partial_X M]``
-      (Gaussian integration-by-parts form of the same derivatives);
+    * ``score(z, nodes, weights, params, consts) -> (2 + P,)``: ``E[M], E[l]`` and
+      ``E[M s_X + partial_X M]`` (Gaussian integration-by-parts form of the same derivatives);
     * ``test_error(nodes, weights, params, consts) -> (1,)``;
     * ``conjugates(alpha, expectations, consts)``, ``orders(conj, consts)``: the updates;
       ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``.
@@ -107,12 +107,16 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     without_z = [("n", nodes), ("p", params), ("c", consts)]
 
     envelope = scalar_function("envelope", with_z, system.envelope)
-    gradient = vector_function("gradient", with_z, system.envelope_gradient)
-    hessian = vector_function("hessian", with_z, [h for row in system.envelope_hessian for h in row])
-    energetic_exprs = [system.envelope, system.loss] + [system.energetic_integrands[s] for s in params]
-    energetic = vector_function("energetic", with_z, energetic_exprs)
-    score_exprs = [system.envelope * system.score_integrands[s][0] + system.score_integrands[s][1] for s in params]
-    score = vector_function("score", with_z, score_exprs)
+    derivatives = vector_function(
+        "derivatives", with_z, [*system.envelope_gradient, *(h for row in system.envelope_hessian for h in row)]
+    )
+    summary = [system.envelope, system.loss]
+    envelope_form = vector_function("envelope_form", with_z, summary + [system.energetic_integrands[s] for s in params])
+    score_form = vector_function(
+        "score_form",
+        with_z,
+        summary + [system.envelope * system.score_integrands[s][0] + system.score_integrands[s][1] for s in params],
+    )
     test_error = vector_function("test_error", without_z, [system.test_error_integrand])
 
     starts_flat = _lambdify_vector([nodes, params, consts], [x for start in system.prox_starts for x in start])
@@ -126,10 +130,10 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
 
     return CompiledSystem(
         system=system,
-        prox=make_prox_kernel(envelope, gradient, hessian, k),
+        prox=make_prox_kernel(envelope, derivatives, k),
         starts=starts,
-        energetic=make_integral_kernel(energetic, 2 + n_params, needs_z=True),
-        score=make_integral_kernel(score, n_params, needs_z=True),
+        energetic=make_integral_kernel(envelope_form, 2 + n_params, needs_z=True),
+        score=make_integral_kernel(score_form, 2 + n_params, needs_z=True),
         test_error=make_integral_kernel(test_error, 1, needs_z=False),
         conjugates=_lambdify_vector(
             [[system.alpha], expectations, consts], [system.conjugate_updates[c] for c in conj]

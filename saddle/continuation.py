@@ -83,8 +83,8 @@ def _step(solver, branch, history, target, jacobian, max_halvings):
     if solver.on_branch(point, branch):
         return point, jac
     point, jac = solver.solve(target, branch, initial=last.values)
-    if solver.on_branch(point, branch) or max_halvings == 0:
-        return point, jac
+    if solver.on_branch(point, branch) or point.converged or max_halvings == 0:
+        return point, jac  # converged off the branch from both starts: it has merged
     middle = 0.5 * (last.alpha + target)
     mid_point, mid_jac = _step(solver, branch, history, middle, None, max_halvings - 1)
     if not solver.on_branch(mid_point, branch):

@@ -25,6 +25,7 @@ import scipy.optimize
 
 from saddle.compiled import CompiledSystem
 from saddle.quadrature import GaussHermite, QuadratureRule
+from saddle.symmetry import Fold, envelope_symmetries, fold_nodes
 from saddle.validation import check_alpha
 
 
@@ -69,10 +70,12 @@ class SolverSettings:
     Gaussian integration-by-parts form ``E[M* s_X]`` (continuous integrand), ``"envelope"``
     as ``E[dM/dX at prox]`` (discontinuous where the prox jumps between basins); the two are
     equal in exact arithmetic (THEORY.md sec. 4). ``test_quadrature`` integrates the smooth
-    test-error integrand.
+    test-error integrand. ``fold_symmetries``: compute the prox on one node per orbit of the
+    envelope's symmetries at the current overlaps (:mod:`saddle.symmetry`); the result is
+    the same up to rounding.
     """
 
-    quadrature: QuadratureRule = GaussHermite(16)
+    quadrature: QuadratureRule = GaussHermite(20)
     test_quadrature: QuadratureRule = GaussHermite(20)
     conjugate_form: Literal["score", "envelope"] = "score"
     method: Literal["broyden", "hybr", "damped"] = "broyden"
@@ -81,6 +84,7 @@ class SolverSettings:
     max_evaluations: int = 60
     damping: float = 0.5
     prox: ProxSettings = ProxSettings()
+    fold_symmetries: bool = True
 
     def __post_init__(self) -> None:
         if self.conjugate_form not in ("score", "envelope"):
@@ -190,6 +194,7 @@ class SaddlePointSolver:
         self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
         self._symmetric: dict[float, FixedPoint] = {}
         self._coarse: SaddlePointSolver | None = None
+        self._folds: dict[tuple[bool, ...], Fold | None] = {}
 
     # ------------------------------------------------------------------ the map F
     def prox(self, params: np.ndarray, thorough: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -201,7 +206,9 @@ class SaddlePointSolver:
         ``z -> -z`` and ``omega -> -omega``, so the symmetries of ``M`` carry over exactly to
         the computed ``M*``.
         """
-        starts = self.compiled.starts(self.nodes, params, self.consts)
+        fold = self.fold(params)
+        nodes = self.nodes if fold is None else np.ascontiguousarray(self.nodes[:, fold.representatives])
+        starts = self.compiled.starts(nodes, params, self.consts)
         if not thorough:
             starts = starts[:2]
         s = self.settings.prox
@@ -210,9 +217,49 @@ class SaddlePointSolver:
             scale = np.sqrt(self._largest_response(params))
             shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
             starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
-        return self.compiled.prox(
-            self.nodes, params, self.consts, np.ascontiguousarray(starts), s.gradient_tolerance, s.max_iterations
+        z, value, grad = self.compiled.prox(
+            nodes, params, self.consts, np.ascontiguousarray(starts), s.gradient_tolerance, s.max_iterations
         )
+        if fold is None:
+            return z, value, grad
+        return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
+
+    def fold(self, params: np.ndarray) -> Fold | None:
+        """The fold of the rule under the envelope's symmetries at overlaps with the zero
+        pattern of ``params`` (found once per pattern, at ``params`` and at a random
+        perturbation of its non-zero entries; ``None`` if there is nothing to fold)."""
+        if not self.settings.fold_symmetries:
+            return None
+        pattern = tuple(bool(v == 0) for v in params)
+        if pattern not in self._folds:
+            system = self.compiled.system
+            L = system.sigma_tilde.shape[0]
+            r = self.compiled.prox_dimension // L
+            t = self.compiled.dimension // L - r
+            rng = np.random.default_rng(self.settings.prox.seed)
+            perturbed = params * rng.uniform(0.97, 1.0, params.size)
+            groups = []
+            for point in (params, perturbed):
+                found = envelope_symmetries(self.envelope_at(point), L, r, t, rng)
+                if found is not None:  # None: M is not finite there (overlaps out of range)
+                    groups.append(set(found))
+            group = sorted(set.intersection(*groups), key=repr) if groups else []
+            self._folds[pattern] = fold_nodes(self.nodes, self.weights, group, r, t)
+        return self._folds[pattern]
+
+    def envelope_at(self, params: np.ndarray):
+        """``M(z, n)`` at ``params``, column by column (for the symmetry test)."""
+        one = np.ones(1)
+
+        def envelope(z: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+            return np.array(
+                [
+                    self.compiled.energetic(z[:, [i]].copy(), nodes[:, [i]].copy(), one, params, self.consts)[0]
+                    for i in range(z.shape[1])
+                ]
+            )
+
+        return envelope
 
     def _largest_response(self, params: np.ndarray) -> float:
         entries = self.compiled.system.entries
@@ -221,12 +268,9 @@ class SaddlePointSolver:
     def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
         """One application of the saddle-point map at ``params`` (``thorough``: all prox starts)."""
         z, _, grad = self.prox(params, thorough)
-        integrals = self.compiled.energetic(z, self.nodes, self.weights, params, self.consts)
-        if self.settings.conjugate_form == "score":
-            derivatives = self.compiled.score(z, self.nodes, self.weights, params, self.consts)
-        else:
-            derivatives = integrals[2:]
-        conj = self.compiled.conjugates(np.array([alpha]), derivatives, self.consts)
+        form = self.compiled.score if self.settings.conjugate_form == "score" else self.compiled.energetic
+        integrals = form(z, self.nodes, self.weights, params, self.consts)
+        conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
         updated = self.compiled.orders(conj, self.consts)
         return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), int((grad > 1e-7).sum()))
 

@@ -12,6 +12,10 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
+#: Backtracking halvings of a Newton step before the line search gives up (M at its
+#: floating-point floor along the Newton direction, or a direction that does not descend).
+_MAX_HALVINGS = 12
+
 
 @numba.njit(error_model="numpy")
 def _newton_direction(h, g, k):  # pragma: no cover - compiled
@@ -35,23 +39,28 @@ def _newton_direction(h, g, k):  # pragma: no cover - compiled
     return -np.linalg.solve(hm + shift * np.eye(k), g)
 
 
-def make_prox_kernel(envelope: Callable, gradient: Callable, hessian: Callable, k: int) -> Callable:
-    """``kernel(nodes (D,N), params, consts, starts (S,k,N), tol, maxit) -> (z, value, grad_norm)``."""
+def make_prox_kernel(envelope: Callable, derivatives: Callable, k: int) -> Callable:
+    """``kernel(nodes (D,N), params, consts, starts (S,k,N), tol, maxit) -> (z, value, grad_norm)``.
+
+    ``derivatives(z, node, params, consts, out)`` writes the gradient (``k``) and then the
+    Hessian (``k*k``, row-major) of the envelope into ``out``.
+    """
 
     @numba.njit(error_model="numpy")
     def refine(z, node, params, consts, tol, maxit):  # pragma: no cover - compiled
-        g = np.empty(k)
-        h = np.empty(k * k)
+        gh = np.empty(k + k * k)
+        gh_trial = np.empty(k + k * k)
         trial = np.empty(k)
         value = envelope(z, node, params, consts)
+        derivatives(z, node, params, consts, gh)
         for _ in range(maxit if np.isfinite(value) else 0):
-            gradient(z, node, params, consts, g)
+            g = gh[:k]
+            h = gh[k:]
             gmax = 0.0
             for j in range(k):
                 gmax = max(gmax, abs(g[j]))
             if not gmax > tol:
                 break
-            hessian(z, node, params, consts, h)
             if not np.all(np.isfinite(h)):
                 break  # invalid parameters (e.g. q < 0): the caller sees a non-finite map
             step = _newton_direction(h, g, k)
@@ -63,7 +72,7 @@ def make_prox_kernel(envelope: Callable, gradient: Callable, hessian: Callable, 
             slope = (g * step).sum()
             t = 1.0
             accepted = False
-            for _ in range(30):
+            for _ in range(_MAX_HALVINGS):
                 for j in range(k):
                     trial[j] = z[j] + t * step[j]
                 tv = envelope(trial, node, params, consts)
@@ -72,13 +81,24 @@ def make_prox_kernel(envelope: Callable, gradient: Callable, hessian: Callable, 
                     break
                 t *= 0.5
             if not accepted:
-                break  # M at its floating-point floor along the Newton direction
+                # M is at its floating-point floor along the Newton direction: below it only
+                # the gradient still resolves the minimum, so take the full Newton step if it
+                # halves the gradient (the quadratic-convergence regime), and stop otherwise
+                for j in range(k):
+                    trial[j] = z[j] + step[j]
+                derivatives(trial, node, params, consts, gh_trial)
+                gmax_trial = 0.0
+                for j in range(k):
+                    gmax_trial = max(gmax_trial, abs(gh_trial[j]))
+                if not gmax_trial < 0.5 * gmax:
+                    break
+                tv = envelope(trial, node, params, consts)
             z[:] = trial
             value = tv
-        gradient(z, node, params, consts, g)
+            derivatives(z, node, params, consts, gh)
         gmax = 0.0
         for j in range(k):
-            gmax = max(gmax, abs(g[j]))
+            gmax = max(gmax, abs(gh[j]))
         return value, gmax
 
     @numba.njit(parallel=True, error_model="numpy")

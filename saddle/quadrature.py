@@ -32,11 +32,13 @@ class GaussHermite:
 
     Nodes whose product weight is below ``prune`` times the largest are dropped and the
     remaining weights renormalised to sum to one; :meth:`pruned_weight` reports the weight
-    dropped (for a bounded integrand it bounds the error this adds).
+    dropped (for a bounded integrand it bounds the error this adds). The default ``1e-8``
+    halves the nodes in four dimensions and drops a weight of about ``1e-7``; on the
+    paper's instance it moves eps_t by less than ``1e-6`` relative (tests/test_quadrature.py).
     """
 
     order: int = 12
-    prune: float = 1e-12
+    prune: float = 1e-8
 
     def __post_init__(self) -> None:
         if not isinstance(self.order, int) or self.order < 2:

@@ -83,7 +83,9 @@ def critical_alpha(
     high_branch: tuple[Branch, BranchTrace],
     xtol: float = 1e-7,
 ) -> Threshold:
-    """Alpha where ``eps_t(high_branch) - eps_t(low_branch)`` changes sign from + to -."""
+    """Alpha where ``eps_t(high_branch) - eps_t(low_branch)`` changes sign from + to -
+    (NaN, with the reason in ``note``, if there is no crossing or a solve inside the
+    bracket fails)."""
     (b_low, t_low), (b_high, t_high) = low_branch, high_branch
     low, high = _by_alpha(t_low), _by_alpha(t_high)
     common = sorted(set(low) & set(high))
@@ -96,7 +98,10 @@ def critical_alpha(
         return Threshold("alpha_c", float("nan"), None, "no crossing of the training losses in the scanned range")
     solve_low = _BranchSolver(solver, b_low, low[a], low[b])
     solve_high = _BranchSolver(solver, b_high, high[a], high[b])
-    value = _root(lambda x: solve_high(x).train_loss - solve_low(x).train_loss, common, diff, a, b, xtol)
+    try:
+        value = _root(lambda x: solve_high(x).train_loss - solve_low(x).train_loss, common, diff, a, b, xtol)
+    except RuntimeError as error:
+        return Threshold("alpha_c", float("nan"), (a, b), f"not resolved inside the bracket: {error}")
     return Threshold("alpha_c", value, (a, b), f"{b_high.name} eps_t crosses below {b_low.name}")
 
 
@@ -119,7 +124,20 @@ def linear_threshold(
 ) -> Threshold:
     """Smallest alpha above which the global minimum beats the baseline's test error for
     every larger scanned alpha. ``switch`` is where the global minimum changes branch
-    (``alpha_c``)."""
+    (``alpha_c``). NaN, with the reason in ``note``, if a solve inside the bracket fails."""
+    try:
+        return _linear_threshold(solver, branches, baseline_error, switch, xtol)
+    except RuntimeError as error:
+        return Threshold("alpha_l", float("nan"), None, f"not resolved: {error}")
+
+
+def _linear_threshold(
+    solver: SaddlePointSolver,
+    branches: Sequence[tuple[Branch, BranchTrace]],
+    baseline_error: float,
+    switch: float,
+    xtol: float,
+) -> Threshold:
     best = global_minimum([t for _, t in branches])
     alphas = list(best)
     above = [best[a].test_error < baseline_error for a in alphas]

@@ -61,7 +61,7 @@ def test_envelope_and_integration_by_parts_forms_agree(paper_solver, reference_t
     z, _, _ = solver.prox(point.values)
     c = solver.compiled
     envelope = c.energetic(z, solver.nodes, solver.weights, point.values, solver.consts)[2:]
-    score = c.score(z, solver.nodes, solver.weights, point.values, solver.consts)
+    score = c.score(z, solver.nodes, solver.weights, point.values, solver.consts)[2:]
     free = solver.free_mask(branch)
     scale = np.abs(score[free]).max()
     np.testing.assert_allclose(envelope[free], score[free], atol=0.02 * scale)

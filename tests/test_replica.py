@@ -120,8 +120,8 @@ def paper_teacher_numpy(hstar: np.ndarray, omega_mix: float, a: np.ndarray) -> n
 
 
 def gauss_hermite_expectation(system, expressions, point, z_value=None, order: int = 12):
-    """``E_n[expr]`` for each expression, with ``n ~ N(0, I_D)`` on the package's tensor rule."""
-    nodes, weights = GaussHermite(order).nodes(len(system.nodes))
+    """``E_n[expr]`` for each expression, with ``n ~ N(0, I_D)`` on the unpruned tensor rule."""
+    nodes, weights = GaussHermite(order, prune=0.0).nodes(len(system.nodes))
     z_value = np.zeros(len(system.z)) if z_value is None else z_value
     values = numeric_function(system, list(expressions))(
         list(z_value), list(nodes), parameter_vector(system, point), constant_vector(system)
@@ -296,7 +296,7 @@ def test_regulariser_energy_is_half_lambda_times_squared_norm(paper_system):
 @pytest.mark.parametrize("point", PARAMETER_POINTS, ids=["q0.05", "q0.3"])
 def test_field_law_has_the_sec2_moments(paper_system, point):
     """Sec. 2: ``E[omega_l] = m_l``, ``Cov(omega_l) = q``, ``Cov(h*_l, omega_l) = theta``, ``Var(h*_l) = rho``,
-    ``E[h*_l] = 0``, tokens independent (Gauss-Hermite 12 is exact for these quadratics, up to its pruning)."""
+    ``E[h*_l] = 0``, tokens independent (unpruned Gauss-Hermite 12 is exact for these quadratics)."""
     omega = list(paper_system.student_fields)
     hstar = list(paper_system.teacher_fields)
     rho = constants_by_name(paper_system)["gamma_1_1"]
@@ -306,8 +306,7 @@ def test_field_law_has_the_sec2_moments(paper_system, point):
     exprs += [omega[0] * omega[1], hstar[0] * hstar[1], omega[0] * hstar[1]]
     got = gauss_hermite_expectation(paper_system, exprs, point)
     want = [m, -m, 0, 0, q + m**2, q + m**2, theta, theta, rho, rho, -(m**2), 0, 0]
-    # the package rule prunes nodes of weight < 1e-12 x max (total ~5e-12), hence 1e-9 and not 1e-15
-    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("point", PARAMETER_POINTS, ids=["q0.05", "q0.3"])

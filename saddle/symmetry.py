@@ -1,0 +1,169 @@
+"""Symmetries of the Moreau envelope, used to fold the prox onto orbit representatives.
+
+A signed token permutation ``g`` acts on the node variables ``n = (xi, eta)`` and on the prox
+variables ``z`` (THEORY.md sec. 2-3): it permutes tokens by ``pi`` and multiplies all ``xi``,
+all ``eta`` and all ``z`` by signs ``s_xi, s_eta, s_z``. If ``M(g z; g n) = M(z; n)`` for
+every ``z`` and ``n`` at the current order parameters, the global prox is equivariant,
+``z*(g n) = g z*(n)``, so it only has to be computed on one node per orbit of a rule whose
+nodes are mapped onto nodes with equal weights (tensor Gauss-Hermite is; Sobol points are
+not). The integrands themselves are still evaluated at every node, with the unfolded prox,
+so nothing is assumed about how they transform.
+
+Which symmetries hold depends on the declaration and on which overlaps vanish (the branch):
+the paper's semantic branch (``m = 0``) has ``(xi, eta, z) -> -(xi, eta, z)``; the positional
+branch (``theta = 0``) has ``eta -> -eta`` and the token swap with ``xi, z -> -xi, -z``. They
+are found by testing ``M`` at random points (:func:`envelope_symmetries`), never assumed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Relative tolerance of the invariance test of ``M`` at random points.
+INVARIANCE_TOLERANCE = 1e-11
+
+
+@dataclass(frozen=True)
+class SignedTokenPermutation:
+    """``g``: token permutation ``pi`` with global signs on ``xi``, ``eta`` and ``z``."""
+
+    permutation: tuple[int, ...]
+    sign_xi: int
+    sign_eta: int
+    sign_z: int
+
+    def node_map(self, r: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Indices and signs with ``(g n)[i] = sign[i] * n[index[i]]`` for token-major nodes."""
+        L = len(self.permutation)
+        index, sign = [], []
+        for width, offset, s in ((r, 0, self.sign_xi), (t, L * r, self.sign_eta)):
+            for l in range(L):
+                source = self.permutation[l]
+                index += [offset + source * width + i for i in range(width)]
+                sign += [s] * width
+        return np.array(index), np.array(sign, dtype=float)
+
+    def z_map(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        index = [self.permutation[l] * r + i for l in range(len(self.permutation)) for i in range(r)]
+        return np.array(index), np.full(len(index), float(self.sign_z))
+
+    @property
+    def is_identity(self) -> bool:
+        return self.permutation == tuple(sorted(self.permutation)) and self.sign_xi == self.sign_eta == self.sign_z == 1
+
+
+def candidates(L: int) -> list[SignedTokenPermutation]:
+    """Every signed token permutation (a group of order ``8 L!``)."""
+    return [
+        SignedTokenPermutation(p, a, b, c)
+        for p in itertools.permutations(range(L))
+        for a, b, c in itertools.product((1, -1), repeat=3)
+    ]
+
+
+def envelope_symmetries(
+    envelope: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    L: int,
+    r: int,
+    t: int,
+    rng: np.random.Generator,
+    samples: int = 8,
+) -> list[SignedTokenPermutation] | None:
+    """The candidates ``g`` with ``M(g z; g n) = M(z; n)`` at ``samples`` random points
+    (``None`` if ``M`` is not finite there).
+
+    ``envelope(z (k, S), nodes (D, S)) -> M (S,)`` at the order parameters of interest. The
+    candidates form a group and the invariances of ``M`` among them a subgroup.
+    """
+    D, k = L * (r + t), L * r
+    nodes = rng.standard_normal((D, samples))
+    z = rng.standard_normal((k, samples))
+    base = envelope(z, nodes)
+    if not np.all(np.isfinite(base)):
+        return None
+    found = []
+    for g in candidates(L):
+        n_index, n_sign = g.node_map(r, t)
+        z_index, z_sign = g.z_map(r)
+        moved = envelope(z_sign[:, None] * z[z_index], n_sign[:, None] * nodes[n_index])
+        if np.all(np.abs(moved - base) <= INVARIANCE_TOLERANCE * (1.0 + np.abs(base))):
+            found.append(g)
+    return found
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Orbit representatives of a rule's nodes and how to unfold values computed on them.
+
+    ``representatives`` are node indices; ``sources[i]`` is the position in
+    ``representatives`` of node ``i``'s representative and ``z_index[i], z_sign[i]`` the
+    action of the group element taking it to node ``i``: ``z[:, i] = z_sign[:, i] *
+    z_rep[z_index[:, i], sources[i]]``.
+    """
+
+    representatives: np.ndarray
+    sources: np.ndarray
+    z_index: np.ndarray
+    z_sign: np.ndarray
+
+    @property
+    def ratio(self) -> float:
+        """Nodes per representative."""
+        return self.sources.size / max(self.representatives.size, 1)
+
+    def unfold_z(self, z_rep: np.ndarray) -> np.ndarray:
+        columns = z_rep[:, self.sources]
+        return self.z_sign * np.take_along_axis(columns, self.z_index, axis=0)
+
+    def unfold(self, values: np.ndarray) -> np.ndarray:
+        """A quantity invariant under the group (``M*``, ``|grad M|``)."""
+        return values[self.sources]
+
+
+def fold_nodes(
+    nodes: np.ndarray, weights: np.ndarray, group: list[SignedTokenPermutation], r: int, t: int
+) -> Fold | None:
+    """The fold of a rule under ``group``, or ``None`` if the rule is not invariant under it
+    (some image of a node is not a node of equal weight) or the group is trivial."""
+    group = [g for g in group if not g.is_identity]
+    if not group:
+        return None
+    n = nodes.shape[1]
+    lookup = {key: i for i, key in enumerate(map(tuple, np.round(nodes.T, 9)))}
+    maps = []
+    for g in group:
+        n_index, n_sign = g.node_map(r, t)
+        images = np.round((n_sign[:, None] * nodes[n_index]).T, 9)
+        target = np.array([lookup.get(tuple(x), -1) for x in images])
+        if np.any(target < 0) or not np.allclose(weights[target], weights, rtol=1e-9, atol=0):
+            return None
+        maps.append(target)
+    # target[i] = index of g n_i; the group is closed, so the orbit of i is {i} and its
+    # images, and the smallest index in it is the orbit's representative.
+    representative = np.arange(n)
+    for target in maps:
+        representative = np.minimum(representative, target)
+    representatives = np.unique(representative)
+    position = np.full(n, -1)
+    position[representatives] = np.arange(representatives.size)
+    k = len(group[0].permutation) * r
+    z_index = np.tile(np.arange(k)[:, None], (1, n))
+    z_sign = np.ones((k, n))
+    assigned = np.zeros(n, dtype=bool)
+    assigned[representatives] = True
+    for g, target in zip(group, maps, strict=True):
+        index, sign = g.z_map(r)
+        images = target[representatives]
+        fresh = ~assigned[images]
+        images = images[fresh]
+        # z at g n = g z at n: (g z)[i] = sign[i] z[index[i]]
+        z_index[:, images] = index[:, None]
+        z_sign[:, images] = sign[:, None]
+        assigned[images] = True
+    if not np.all(assigned):
+        return None
+    return Fold(representatives, position[representative], z_index, z_sign)

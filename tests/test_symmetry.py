@@ -1,0 +1,84 @@
+"""Folding the prox by the envelope's symmetries: the right symmetries are found, and the
+folded map equals the unfolded one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from replica.declaration import paper_model
+from saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, SolverSettings
+from saddle.quadrature import GaussHermite, ScrambledSobol
+from saddle.scan import make_solver
+from saddle.symmetry import SignedTokenPermutation, envelope_symmetries
+
+SWAP = (1, 0)
+IDENTITY = (0, 1)
+
+
+def symmetries(solver, params) -> set[tuple]:
+    rng = np.random.default_rng(1)
+    found = envelope_symmetries(solver.envelope_at(params), 2, 1, 1, rng)
+    return {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in found}
+
+
+@pytest.fixture(scope="module")
+def coarse_solver():
+    return make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False))
+
+
+def test_the_symmetries_of_the_paper_model_are_found(coarse_solver):
+    # params (q, m, V, theta). With m = 0 the fields are odd in (xi, eta) and both attentions
+    # are even, so the global sign flip is a symmetry; with theta = 0 the teacher field is
+    # sqrt(rho) eta alone, so eta -> -eta is one; the standard A is invariant under the
+    # token swap, which maps m_1 = m to -m_2 and hence needs xi, z -> -xi, -z.
+    semantic = symmetries(coarse_solver, np.array([0.1, 0.0, 15.0, 0.1]))
+    positional = symmetries(coarse_solver, np.array([0.05, 0.25, 13.0, 0.0]))
+    generic = symmetries(coarse_solver, np.array([0.1, 0.2, 15.0, 0.1]))
+    assert (IDENTITY, -1, -1, -1) in semantic
+    assert (IDENTITY, 1, -1, 1) not in semantic
+    assert (IDENTITY, 1, -1, 1) in positional
+    assert (SWAP, -1, 1, -1) in positional
+    assert (IDENTITY, -1, -1, -1) not in positional
+    assert generic == {(IDENTITY, 1, 1, 1), (SWAP, -1, -1, -1)}
+
+
+def test_an_asymmetric_positional_target_breaks_the_token_swap():
+    solver = make_solver(
+        paper_model(positional=((0.3, 0.7), (0.8, 0.2))),
+        SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False),
+    )
+    found = symmetries(solver, np.array([0.05, 0.25, 13.0, 0.0]))
+    assert all(perm == IDENTITY for perm, *_ in found)
+    assert (IDENTITY, 1, -1, 1) in found
+
+
+@pytest.mark.parametrize(("branch", "alpha"), [(POSITIONAL, 1.5), (SEMANTIC, 1.5), (AGNOSTIC, 1.0)])
+def test_the_folded_map_equals_the_unfolded_one(coarse_solver, branch, alpha):
+    point = coarse_solver.anchor(alpha, branch)
+    folded = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8)))
+    fold = folded.fold(point.values)
+    assert fold is not None and fold.ratio > 3.5
+    for thorough in (False, True):
+        plain = coarse_solver.evaluate(point.values, alpha, thorough)
+        quick = folded.evaluate(point.values, alpha, thorough)
+        assert quick.mean_envelope == pytest.approx(plain.mean_envelope, rel=1e-12)
+        np.testing.assert_allclose(quick.updated, plain.updated, rtol=1e-8, atol=1e-12)
+
+
+def test_a_rule_without_the_symmetry_is_not_folded():
+    solver = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(8)))
+    assert solver.fold(np.array([0.1, 0.0, 15.0, 0.1])) is None
+
+
+def test_the_group_is_closed():
+    from saddle.symmetry import candidates
+
+    def compose(a: SignedTokenPermutation, b: SignedTokenPermutation) -> tuple:
+        perm = tuple(b.permutation[a.permutation[l]] for l in range(3))
+        return (perm, a.sign_xi * b.sign_xi, a.sign_eta * b.sign_eta, a.sign_z * b.sign_z)
+
+    group = candidates(3)
+    keys = {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in group}
+    assert len(group) == 8 * 6
+    assert all(compose(a, b) in keys for a in group for b in group)
