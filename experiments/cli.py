@@ -22,6 +22,8 @@ from experiments.cli_common import (
     parse_matrix,
     versions,
 )
+from experiments.histogram_command import histogram
+from experiments.simulate_command import simulate
 from replica.declaration import paper_model
 from saddle.fixed_point import STANDARD_BRANCHES, ProxSettings, SolverSettings
 from saddle.quadrature import make_rule
@@ -49,7 +51,7 @@ def scan(
         str, typer.Option(help="Sample complexities start:stop:step (stop included) or a list.")
     ] = "0.1:2.5:0.08",
     quadrature: Annotated[str, typer.Option(help="gauss-hermite or sobol.")] = "gauss-hermite",
-    order: Annotated[int, typer.Option(help="Gauss-Hermite points per dimension, or log2 of the Sobol points.")] = 16,
+    order: Annotated[int, typer.Option(help="Gauss-Hermite points per dimension, or log2 of the Sobol points.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts.")] = 0,
     conjugate_form: Annotated[str, typer.Option(help="score (integration by parts) or envelope.")] = "score",
     overwrite: Annotated[bool, typer.Option(help="Discard a previous scan in OUT with other settings.")] = False,
@@ -133,6 +135,10 @@ def equations(
     typer.echo("# constants")
     for symbol, value in system.constant_values().items():
         typer.echo(f"{symbol} = {value:g}")
+
+
+app.command("simulate")(simulate)
+app.command("histogram")(histogram)
 
 
 def main() -> None:
