@@ -1,0 +1,476 @@
+"""Finite-d simulations of the solvable attention model, to set against the replica theory.
+
+The instance is the paper's (THEORY.md sec. 6), trained the way the authors trained it
+(THEORY.md sec. 11):
+
+* ``L = 2`` noise tokens ``z_l ~ N(0, sigma^2 I_d)``; positional encodings ``p_1 = -p_2 = 1_d/sqrt(d)``;
+  the student sees ``x = z + p``.
+* Teacher ``Q* ~ N(0, I_d)`` (rank ``t = 1``), drawn once per seed; teacher fields ``h*_l = z_l . Q*/sqrt(d)``;
+  target ``y = T(h*) z`` with ``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` (THEORY.md sec. 1, 6).
+* Student (rank ``r = 1``): ``h_l = x_l . Q/sqrt(d)``, ``f_Q(x) = S(h) x``, ``S(h) = softmax_row(h h^T)``.
+* Objective (ERM, eq. 3): ``E(Q) = sum_mu ||y^mu - f_Q(x^mu)||_F^2/(2d) + (lambda/2) ||Q||^2`` over
+  ``n = round(alpha d)`` samples.
+
+Measured per run (THEORY.md sec. 2, 5, 6): ``eps_t = E(Q_hat)/d``;
+``eps_g = (1/(dL)) E||y - f||^2`` estimated on ``n_test`` fresh samples; the overlaps
+``m = 1_d . Q/d`` (positional), ``theta = sigma^2 Q* . Q/d`` (semantic) and ``q = sigma^2 ||Q||^2/d``.
+
+Speed. The loss of one sample depends on ``Q`` only through the two fields ``h`` and, writing
+``G_ab = a b^T`` for the ``L x L`` Gram matrices of a sample,
+
+    ||T z - S x||_F^2 = tr(T G_zz T^T) - 2 tr(T G_zx S^T) + tr(S G_xx S^T),
+
+so the Gram matrices (``T`` is fixed by the teacher) are computed once and a training step costs
+one batched matrix-vector product ``h = x Q/sqrt(d)`` and its transpose in the backward pass:
+no loop over samples, and all seeds of one ``(alpha, init)`` block train together (``Q`` has
+shape ``(seeds, d)``, the data ``(seeds, n, L, d)``). The test error is computed directly from the
+residual ``T z - S x`` on fresh samples, in chunks.
+
+Reproducibility: every random draw comes from a ``torch.Generator`` seeded from
+``(seed, d, stream)`` for the teacher and the random initialisation, and from
+``(seed, d, alpha, stream)`` for the training and test data, so one run can be recomputed alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from experiments.storage import read_json, write_json, write_table
+
+L = 2
+INITS = ("positional", "semantic", "random")
+OPTIMISERS = ("gd", "lbfgs", "adam")
+DEFAULT_LR = {"gd": 0.15, "lbfgs": 1.0, "adam": 0.01}
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+TEST_CHUNK = 4096
+COLUMNS = (
+    "alpha",
+    "d",
+    "n",
+    "seed",
+    "init",
+    "optimiser",
+    "train_loss",
+    "test_error",
+    "theta",
+    "m",
+    "q",
+    "grad_norm",
+    "steps",
+    "converged",
+    "seconds",
+)
+
+# streams of random numbers, one per use
+_TEACHER, _TRAIN, _TEST, _INIT = 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """What to simulate and how to train (defaults: the paper's instance, THEORY.md sec. 6 and 11).
+
+    ``seeds`` is a count (seeds ``0 .. seeds-1``) or an explicit list of seeds. ``lr = None``
+    takes the optimiser's default (GD 0.15 and Adam 0.01 as the authors; L-BFGS 1.0).
+    Training stops for a run once ``||grad E(Q)|| <= tolerance`` or after ``max_steps`` steps.
+    """
+
+    d: int = 400
+    alphas: tuple[float, ...] = (0.4, 0.8, 1.2, 1.6, 2.0, 2.4)
+    seeds: int | tuple[int, ...] = 4
+    inits: tuple[str, ...] = ("positional", "semantic")
+    optimiser: str = "gd"
+    lr: float | None = None
+    max_steps: int = 5000
+    tolerance: float = 1e-6
+    n_test: int = 10_000
+    dtype: str = "float64"
+    omega: float = 0.3
+    sigma: float = 0.5
+    lam: float = 0.01
+    A: tuple[tuple[float, float], tuple[float, float]] = field(default=((0.6, 0.4), (0.4, 0.6)))
+
+    def validate(self) -> SimulationSettings:
+        """Raise ``ValueError`` naming the first parameter out of its allowed range; return ``self``."""
+        if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 2:
+            raise ValueError(f"d must be an integer >= 2; got {self.d!r}")
+        alphas = np.asarray(self.alphas, dtype=float)
+        if alphas.ndim != 1 or alphas.size == 0 or not np.all(np.isfinite(alphas) & (alphas > 0)):
+            raise ValueError(f"alphas must be a non-empty list of finite numbers > 0; got {self.alphas!r}")
+        if np.any(np.round(alphas * self.d) < 1):
+            raise ValueError(f"alpha * d must be >= 1 (at least one sample); got alphas {self.alphas!r} at d={self.d}")
+        if len(set(np.round(alphas, 10).tolist())) != alphas.size:
+            raise ValueError(f"alphas must be distinct; got {self.alphas!r}")
+        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
+            if self.seeds < 1:
+                raise ValueError(f"seeds must be a count >= 1 or a list of distinct integers >= 0; got {self.seeds!r}")
+        elif (
+            not self.seeds
+            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds)
+            or len(set(self.seeds)) != len(self.seeds)
+        ):
+            raise ValueError(f"seeds must be a count >= 1 or a list of distinct integers >= 0; got {self.seeds!r}")
+        if not self.inits or any(i not in INITS for i in self.inits) or len(set(self.inits)) != len(self.inits):
+            raise ValueError(f"inits must be distinct values among {', '.join(INITS)}; got {self.inits!r}")
+        if self.optimiser not in OPTIMISERS:
+            raise ValueError(f"optimiser must be one of {', '.join(OPTIMISERS)}; got {self.optimiser!r}")
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be > 0; got {self.lr!r}")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be an integer >= 1; got {self.max_steps!r}")
+        if not (math.isfinite(self.tolerance) and self.tolerance > 0):
+            raise ValueError(f"tolerance must be > 0; got {self.tolerance!r}")
+        if isinstance(self.n_test, bool) or not isinstance(self.n_test, int) or self.n_test < 1:
+            raise ValueError(f"n_test must be an integer >= 1; got {self.n_test!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if not 0.0 <= self.omega <= 1.0:
+            raise ValueError(f"omega must be in [0, 1]; got {self.omega!r}")
+        if not (math.isfinite(self.sigma) and self.sigma > 0):
+            raise ValueError(f"sigma must be > 0; got {self.sigma!r}")
+        if not (math.isfinite(self.lam) and self.lam >= 0):
+            raise ValueError(f"lambda must be >= 0; got {self.lam!r}")
+        a = np.asarray(self.A, dtype=float)
+        if a.shape != (L, L) or np.any(a < 0) or not np.allclose(a.sum(axis=1), 1.0):
+            raise ValueError(f"A must be a 2 x 2 row-stochastic matrix with entries >= 0; got {self.A!r}")
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def learning_rate(self) -> float:
+        return DEFAULT_LR[self.optimiser] if self.lr is None else self.lr
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def samples(self, alpha: float) -> int:
+        """``n = round(alpha d)``."""
+        return int(round(alpha * self.d))
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready settings (seeds expanded), as written next to the results."""
+        data = asdict(self)
+        data["alphas"] = [float(a) for a in self.alphas]
+        data["seeds"] = self.seed_list
+        data["inits"] = list(self.inits)
+        data["A"] = [list(row) for row in self.A]
+        data["lr"] = self.learning_rate
+        return data
+
+
+# ---------------------------------------------------------------- data
+
+
+def generator(seed: int, d: int, stream: int, alpha: float | None = None) -> torch.Generator:
+    """A generator whose state is a function of ``(seed, d, stream[, alpha])`` only."""
+    key = [seed, d, stream] + ([] if alpha is None else [int(round(alpha * 1e8))])
+    state = np.random.SeedSequence(key).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 31 ^ int(state[1]))
+
+
+def teacher(seed: int, settings: SimulationSettings) -> torch.Tensor:
+    """``Q* ~ N(0, I_d)``, one per seed (shared by every alpha and initialisation)."""
+    return torch.randn(settings.d, generator=generator(seed, settings.d, _TEACHER), dtype=settings.torch_dtype)
+
+
+def positions(settings: SimulationSettings) -> torch.Tensor:
+    """``P`` with rows ``p_1 = +1_d/sqrt(d)``, ``p_2 = -1_d/sqrt(d)`` (shape ``(L, d)``)."""
+    p = torch.full((settings.d,), 1.0 / math.sqrt(settings.d), dtype=settings.torch_dtype)
+    return torch.stack([p, -p])
+
+
+def tokens(gen: torch.Generator, n: int, settings: SimulationSettings) -> torch.Tensor:
+    """Noise tokens ``z``, shape ``(n, L, d)``, entries ``N(0, sigma^2)``."""
+    return settings.sigma * torch.randn((n, L, settings.d), generator=gen, dtype=settings.torch_dtype)
+
+
+def target_attention(h_star: torch.Tensor, settings: SimulationSettings) -> torch.Tensor:
+    """``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L)``."""
+    a = torch.tensor(settings.A, dtype=h_star.dtype)
+    return (1 - settings.omega) * attention(h_star) + settings.omega * a
+
+
+def attention(h: torch.Tensor) -> torch.Tensor:
+    """``softmax_row(h h^T)`` for fields of shape ``(..., L)``; result ``(..., L, L)``."""
+    return torch.softmax(h.unsqueeze(-1) * h.unsqueeze(-2), dim=-1)
+
+
+@dataclass
+class TrainingData:
+    """One ``(alpha, seeds)`` block of training data, reduced to what the objective needs.
+
+    ``x``: ``(S, n L, d)`` student inputs; ``c0 = tr(T G_zz T^T)``: ``(S, n)``;
+    ``b = T G_zx``: ``(S, n, L, L)``; ``g_xx = G_xx``: ``(S, n, L, L)``; ``teachers``: ``(S, d)``.
+    """
+
+    x: torch.Tensor
+    c0: torch.Tensor
+    b: torch.Tensor
+    g_xx: torch.Tensor
+    teachers: torch.Tensor
+
+    @property
+    def n(self) -> int:
+        return self.c0.shape[1]
+
+
+def training_data(alpha: float, seeds: Sequence[int], settings: SimulationSettings) -> TrainingData:
+    """Draw the training set of each seed and precompute its Gram matrices (see the module docstring)."""
+    n, d = settings.samples(alpha), settings.d
+    p = positions(settings)
+    xs, c0s, bs, gs, teachers = [], [], [], [], []
+    for seed in seeds:
+        q_star = teacher(seed, settings)
+        z = tokens(generator(seed, d, _TRAIN, alpha), n, settings)
+        t = target_attention(z @ q_star / math.sqrt(d), settings)
+        x = z + p
+        g_zz = z @ z.transpose(1, 2)
+        g_zx = z @ x.transpose(1, 2)
+        c0s.append(torch.einsum("nab,nbc,nac->n", t, g_zz, t))
+        bs.append(t @ g_zx)
+        gs.append(x @ x.transpose(1, 2))
+        xs.append(x.reshape(n * L, d))
+        teachers.append(q_star)
+    return TrainingData(torch.stack(xs), torch.stack(c0s), torch.stack(bs), torch.stack(gs), torch.stack(teachers))
+
+
+# ---------------------------------------------------------------- objective
+
+
+def objective(q: torch.Tensor, data: TrainingData, lam: float) -> torch.Tensor:
+    """ERM objective ``E(Q_s)`` of every run, shape ``(S,)``, for ``q`` of shape ``(S, d)``.
+
+    ``E(Q) = sum_mu [c0 - 2 <B, S> + <S G_xx, S>]/(2d) + (lambda/2)||Q||^2``, the Gram form of
+    ``sum_mu ||T z - S x||_F^2/(2d) + (lambda/2)||Q||^2`` with ``S = softmax_row(h h^T)``.
+    """
+    d = q.shape[-1]
+    h = torch.bmm(data.x, q.unsqueeze(-1)).reshape(q.shape[0], data.n, L) / math.sqrt(d)
+    s = attention(h)
+    per_sample = data.c0 - 2 * (data.b * s).sum((-1, -2)) + ((s @ data.g_xx) * s).sum((-1, -2))
+    return per_sample.sum(-1) / (2 * d) + 0.5 * lam * (q * q).sum(-1)
+
+
+def objective_and_gradient(q: torch.Tensor, data: TrainingData, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``E(Q_s)`` and ``grad E(Q_s)`` of every run (by reverse-mode differentiation); shapes ``(S,)``, ``(S, d)``."""
+    q = q.detach().requires_grad_(True)
+    with torch.enable_grad():
+        value = objective(q, data, lam)
+        (grad,) = torch.autograd.grad(value.sum(), q)
+    return value.detach(), grad
+
+
+# ---------------------------------------------------------------- initialisation and training
+
+
+def initial_weights(init: str, seeds: Sequence[int], data: TrainingData, settings: SimulationSettings) -> torch.Tensor:
+    """Starting ``Q`` per run (THEORY.md sec. 11): positional ``1_d/sqrt(d)`` (``m = 1/sqrt(d)``),
+    semantic ``Q*``, random ``0.1 N(0, I_d)``."""
+    d, dtype = settings.d, settings.torch_dtype
+    if init == "positional":
+        return torch.full((len(seeds), d), 1.0 / math.sqrt(d), dtype=dtype)
+    if init == "semantic":
+        return data.teachers.clone()
+    return torch.stack([0.1 * torch.randn(d, generator=generator(s, d, _INIT), dtype=dtype) for s in seeds])
+
+
+@dataclass
+class TrainingResult:
+    """Final weights ``(S, d)``, objective ``(S,)``, gradient norm ``(S,)`` and steps ``(S,)`` per run."""
+
+    q: torch.Tensor
+    value: torch.Tensor
+    grad_norm: torch.Tensor
+    steps: torch.Tensor
+
+
+def train(q0: torch.Tensor, data: TrainingData, settings: SimulationSettings) -> TrainingResult:
+    """Minimise ``E`` from ``q0`` for every run with the chosen optimiser."""
+    if settings.optimiser == "lbfgs":
+        return _train_lbfgs(q0, data, settings)
+    return _train_first_order(q0, data, settings)
+
+
+def _train_first_order(q0: torch.Tensor, data: TrainingData, settings: SimulationSettings) -> TrainingResult:
+    """Full-batch GD ``Q <- Q - lr grad E`` or Adam, all runs at once; a run stops moving once its
+    gradient norm is ``<= tolerance`` (the objective is a sum over runs, so runs do not interact)."""
+    lr, tol = settings.learning_rate, settings.tolerance
+    q = q0.clone()
+    steps = torch.zeros(q.shape[0], dtype=torch.long)
+    first, second = torch.zeros_like(q), torch.zeros_like(q)
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    value, grad = objective_and_gradient(q, data, settings.lam)
+    for _ in range(settings.max_steps):
+        active = grad.norm(dim=-1) > tol
+        if not bool(active.any()):
+            break
+        if settings.optimiser == "gd":
+            update = lr * grad
+        else:
+            first = torch.where(active[:, None], beta1 * first + (1 - beta1) * grad, first)
+            second = torch.where(active[:, None], beta2 * second + (1 - beta2) * grad * grad, second)
+            t = (steps + 1).to(q.dtype)[:, None]
+            update = lr * (first / (1 - beta1**t)) / ((second / (1 - beta2**t)).sqrt() + eps)
+        q = torch.where(active[:, None], q - update, q)
+        steps += active.long()
+        value, grad = objective_and_gradient(q, data, settings.lam)
+    return TrainingResult(q, value, grad.norm(dim=-1), steps)
+
+
+def _train_lbfgs(q0: torch.Tensor, data: TrainingData, settings: SimulationSettings) -> TrainingResult:
+    """``torch.optim.LBFGS`` with strong-Wolfe line search, one run at a time (the line search
+    would couple runs if they shared one optimiser)."""
+    results = []
+    for s in range(q0.shape[0]):
+        run = TrainingData(
+            data.x[s : s + 1], data.c0[s : s + 1], data.b[s : s + 1], data.g_xx[s : s + 1], data.teachers
+        )
+        q = q0[s : s + 1].clone().requires_grad_(True)
+        optimiser = torch.optim.LBFGS(
+            [q],
+            lr=settings.learning_rate,
+            max_iter=settings.max_steps,
+            history_size=20,
+            tolerance_grad=settings.tolerance / math.sqrt(settings.d),
+            tolerance_change=0.0,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure(q: torch.Tensor = q, run: TrainingData = run, optimiser: torch.optim.LBFGS = optimiser):
+            optimiser.zero_grad()
+            value = objective(q, run, settings.lam).sum()
+            value.backward()
+            return value
+
+        with torch.enable_grad():
+            optimiser.step(closure)
+        steps = optimiser.state[optimiser._params[0]].get("n_iter", 0)
+        value, grad = objective_and_gradient(q.detach(), run, settings.lam)
+        results.append((q.detach()[0], value[0], grad.norm(), steps))
+    qs, values, norms, steps = zip(*results, strict=True)
+    return TrainingResult(torch.stack(qs), torch.stack(values), torch.stack(norms), torch.tensor(steps))
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def test_error(q: torch.Tensor, q_star: torch.Tensor, seed: int, alpha: float, settings: SimulationSettings) -> float:
+    """``eps_g = (1/(dL)) mean_mu ||T(h*) z - S(h) x||_F^2`` over ``n_test`` fresh samples of one run."""
+    d = settings.d
+    gen = generator(seed, d, _TEST, alpha)
+    p = positions(settings)
+    total, remaining = 0.0, settings.n_test
+    while remaining > 0:
+        chunk = min(TEST_CHUNK, remaining)
+        z = tokens(gen, chunk, settings)
+        x = z + p
+        residual = target_attention(z @ q_star / math.sqrt(d), settings) @ z - attention(x @ q / math.sqrt(d)) @ x
+        total += float((residual * residual).sum())
+        remaining -= chunk
+    return total / (settings.n_test * d * L)
+
+
+def simulate_block(
+    alpha: float, init: str, settings: SimulationSettings, data: TrainingData | None = None
+) -> pd.DataFrame:
+    """Train every seed at one ``(alpha, init)``; one row per run (columns ``COLUMNS``)."""
+    seeds = settings.seed_list
+    started = time.perf_counter()
+    data = training_data(alpha, seeds, settings) if data is None else data
+    result = train(initial_weights(init, seeds, data, settings), data, settings)
+    d, sigma2 = settings.d, settings.sigma**2
+    seconds = (time.perf_counter() - started) / len(seeds)
+    rows = []
+    for s, seed in enumerate(seeds):
+        q = result.q[s]
+        rows.append(
+            {
+                "alpha": float(alpha),
+                "d": d,
+                "n": data.n,
+                "seed": seed,
+                "init": init,
+                "optimiser": settings.optimiser,
+                "train_loss": float(result.value[s]) / d,
+                "test_error": test_error(q, data.teachers[s], seed, alpha, settings),
+                "theta": sigma2 * float(data.teachers[s] @ q) / d,
+                "m": float(q.sum()) / d,
+                "q": sigma2 * float(q @ q) / d,
+                "grad_norm": float(result.grad_norm[s]),
+                "steps": int(result.steps[s]),
+                "converged": bool(result.grad_norm[s] <= settings.tolerance),
+                "seconds": seconds,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def simulate(
+    settings: SimulationSettings,
+    progress: Callable[[pd.DataFrame], None] | None = None,
+    skip: Callable[[float, str], bool] | None = None,
+) -> pd.DataFrame:
+    """Every ``(alpha, init)`` block of ``settings`` (blocks for which ``skip(alpha, init)`` is true are
+    left out); ``progress`` is called with the rows of each finished block. Writes nothing."""
+    settings.validate()
+    frames = []
+    with torch.no_grad():
+        for alpha in settings.alphas:
+            todo = [init for init in settings.inits if skip is None or not skip(float(alpha), init)]
+            if not todo:
+                continue
+            data = training_data(alpha, settings.seed_list, settings)
+            for init in todo:
+                block = simulate_block(alpha, init, settings, data)
+                frames.append(block)
+                if progress is not None:
+                    progress(block)
+            del data
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+
+
+def simulate_to(
+    out: Path,
+    settings: SimulationSettings,
+    overwrite: bool = False,
+    progress: Callable[[pd.DataFrame], None] | None = None,
+) -> pd.DataFrame:
+    """``simulate`` writing ``out/simulations.csv`` after each block; resumable.
+
+    The settings are kept in ``out/run.json``; a rerun with the same settings skips the blocks
+    already in the table, other settings raise ``FileExistsError`` unless ``overwrite``.
+    """
+    settings.validate()
+    table, run_file = Path(out) / "simulations.csv", Path(out) / "run.json"
+    wanted = settings.as_dict()
+    previous = read_json(run_file)
+    if previous is not None and previous.get("settings") != wanted:
+        if not overwrite:
+            raise FileExistsError(
+                f"{out} holds simulations with other settings ({previous.get('settings')}); "
+                "use --overwrite or another --out"
+            )
+        table.unlink(missing_ok=True)
+    frame = pd.read_csv(table) if table.exists() and previous is not None else pd.DataFrame(columns=list(COLUMNS))
+    write_json(run_file, {"settings": wanted, "status": "running"})
+    done = {(round(float(a), 10), i) for a, i in zip(frame["alpha"], frame["init"], strict=True)}
+
+    def save(block: pd.DataFrame) -> None:
+        nonlocal frame
+        frame = block if frame.empty else pd.concat([frame, block], ignore_index=True)
+        write_table(table, frame)
+        if progress is not None:
+            progress(block)
+
+    simulate(settings, progress=save, skip=lambda alpha, init: (round(alpha, 10), init) in done)
+    return frame

@@ -1,0 +1,124 @@
+"""Simulations against the replica theory (paper Fig. 3 left and centre), written as PNG and PDF.
+
+Simulated points are the mean over seeds with error bars of one standard error; lines are the
+theory's branches (THEORY.md sec. 6) read from a scan's ``branches.csv``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from experiments.figures import BRANCH_STYLE  # noqa: E402
+
+INIT_STYLE = {
+    "positional": {"color": "tab:orange", "marker": "s"},
+    "semantic": {"color": "tab:blue", "marker": "o"},
+    "random": {"color": "tab:purple", "marker": "D"},
+}
+MEASURES = ("train_loss", "test_error", "theta", "m", "q")
+
+
+def summarise(simulations: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard error over seeds of every measure, per ``(alpha, init)``; ``m`` enters as ``|m|``
+    (its sign is that of the push of the initialisation, the theory's is arbitrary)."""
+    frame = simulations.assign(m=simulations["m"].abs())
+    grouped = frame.groupby(["alpha", "init"])[list(MEASURES)]
+    mean, se = grouped.mean(), grouped.sem()
+    return mean.join(se.add_suffix("_se")).join(grouped.size().rename("runs")).reset_index()
+
+
+def training_loss_gap(simulations: pd.DataFrame) -> pd.DataFrame:
+    """``eps_t(semantic init) - eps_t(positional init)`` paired per seed (same data), mean and
+    standard error over seeds per alpha."""
+    pivot = simulations.pivot_table(index=["alpha", "seed"], columns="init", values="train_loss")
+    if not {"semantic", "positional"} <= set(pivot.columns):
+        return pd.DataFrame(columns=["alpha", "gap", "gap_se", "runs"])
+    gap = (pivot["semantic"] - pivot["positional"]).dropna().groupby(level="alpha")
+    return pd.DataFrame({"gap": gap.mean(), "gap_se": gap.sem(), "runs": gap.size()}).reset_index()
+
+
+def simulation_figure(
+    simulations: pd.DataFrame, branches: pd.DataFrame, thresholds: pd.Series | None, out_stem: Path
+) -> list[Path]:
+    """Four panels: test error, training loss, overlaps ``|m|`` and ``theta``, and the training-loss
+    gap semantic - positional; theory lines per branch, simulations as points with error bars."""
+    summary = summarise(simulations)
+    theory = branches[branches["converged"].astype(bool)].sort_values("alpha")
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), constrained_layout=True)
+    ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
+    for branch, group in theory.groupby("branch", sort=False):
+        color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
+        ax_test.plot(group["alpha"], group["test_error"], color=color, label=f"theory ({branch})")
+        ax_train.plot(group["alpha"], group["train_loss"], color=color, label=f"theory ({branch})")
+        if branch != "agnostic":
+            ax_overlap.plot(group["alpha"], group["theta"], color=color, label=rf"$\theta$ theory ({branch})")
+            ax_overlap.plot(
+                group["alpha"], group["m"].abs(), color=color, linestyle="--", label=f"|m| theory ({branch})"
+            )
+    for init, group in summary.groupby("init", sort=False):
+        style = INIT_STYLE.get(init, {"color": "k", "marker": "."})
+        bars = {"linestyle": "none", "markersize": 4, "capsize": 2, "color": style["color"]}
+        ax_test.errorbar(group["alpha"], group["test_error"], group["test_error_se"], marker=style["marker"], **bars)
+        ax_train.errorbar(group["alpha"], group["train_loss"], group["train_loss_se"], marker=style["marker"], **bars)
+        ax_overlap.errorbar(
+            group["alpha"],
+            group["theta"],
+            group["theta_se"],
+            marker=style["marker"],
+            label=rf"$\theta$ ({init} init)",
+            **bars,
+        )
+        ax_overlap.errorbar(
+            group["alpha"],
+            group["m"],
+            group["m_se"],
+            marker=style["marker"],
+            mfc="none",
+            label=f"|m| ({init} init)",
+            **bars,
+        )
+        ax_test.plot([], [], marker=style["marker"], color=style["color"], linestyle="none", label=f"{init} init")
+        ax_train.plot([], [], marker=style["marker"], color=style["color"], linestyle="none", label=f"{init} init")
+
+    pivot = theory.pivot_table(index="alpha", columns="branch", values="train_loss")
+    if {"semantic", "positional"} <= set(pivot.columns):
+        gap = (pivot["semantic"] - pivot["positional"]).dropna()
+        ax_gap.plot(gap.index, gap.values, color="k", label="theory")
+    simulated_gap = training_loss_gap(simulations)
+    if not simulated_gap.empty:
+        ax_gap.errorbar(
+            simulated_gap["alpha"],
+            simulated_gap["gap"],
+            simulated_gap["gap_se"],
+            linestyle="none",
+            marker="o",
+            markersize=4,
+            capsize=2,
+            color="tab:red",
+            label="simulation (paired seeds)",
+        )
+    ax_gap.axhline(0.0, color="gray", linewidth=0.6)
+
+    d = ", ".join(str(v) for v in np.unique(simulations["d"]))
+    ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
+    ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss")
+    ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title=r"summary statistics $|m|$, $\theta$")
+    ax_gap.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t^{sem} - \epsilon_t^{pos}$", title="training-loss gap")
+    alpha_c = None if thresholds is None else thresholds.get("alpha_c")
+    for ax in axes.ravel():
+        if alpha_c is not None and pd.notna(alpha_c):
+            ax.axvline(alpha_c, color="k", linestyle="--", linewidth=0.9, label=rf"$\alpha_c$ = {alpha_c:.3f}")
+        ax.legend(fontsize=6)
+    fig.suptitle(f"simulations at d = {d} (mean $\\pm$ s.e. over seeds) against the replica theory")
+    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return paths
