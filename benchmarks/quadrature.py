@@ -1,6 +1,7 @@
 """Quadrature accuracy at converged fixed points, and of the thresholds.
 
     python benchmarks/quadrature.py [--out benchmarks/results/quadrature.json]
+    python benchmarks/quadrature.py --table     # the Markdown table of an existing result file
 
 For each rule (tensor Gauss-Hermite of several orders, scrambled Sobol with several seeds)
 the positional and semantic branches are solved at fixed alphas and alpha_c, alpha_l are
@@ -40,7 +41,11 @@ THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.62, 0.08), 10)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "quadrature.json")
+    parser.add_argument("--table", action="store_true", help="print the table of OUT and exit")
     args = parser.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(args.out.read_text())))
+        return
     model = paper_model()
     anchors = {}
     base = make_solver(model, SolverSettings(quadrature=GaussHermite(20)))
@@ -67,6 +72,22 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown_table(results))
+
+
+def markdown_table(results: list[dict[str, object]]) -> str:
+    """eps_t at the four points, alpha_c and alpha_l for every rule (docs/validation.md)."""
+    keys = [f"{branch.name}_{alpha:g}_train_loss" for branch, alpha in POINTS]
+    heads = [f"eps_t {branch.name[:3]} {alpha:g}" for branch, alpha in POINTS]
+    lines = [
+        "| rule | nodes | " + " | ".join(heads) + " | alpha_c | alpha_l | seconds |",
+        "| --- " * (len(heads) + 5) + "|",
+    ]
+    for row in results:
+        cells = [f"{row[k]:.9f}" for k in keys]
+        cells += [f"{row['alpha_c']:.5f}", f"{row['alpha_l']:.5f}", f"{row['seconds']}"]
+        lines.append(f"| {row['rule']} | {row['nodes']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
