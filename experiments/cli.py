@@ -22,8 +22,10 @@ from experiments.cli_common import (
     parse_matrix,
     versions,
 )
+from experiments.finite_size import finite_size
 from experiments.histogram_command import histogram
 from experiments.simulate_command import simulate
+from experiments.uninformed import uninformed
 from replica.declaration import paper_model
 from saddle.fixed_point import STANDARD_BRANCHES, ProxSettings, SolverSettings
 from saddle.quadrature import make_rule
@@ -138,6 +140,8 @@ def equations(
 
 
 app.command("simulate")(simulate)
+app.command("finite-size")(finite_size)
+app.command("uninformed")(uninformed)
 app.command("histogram")(histogram)
 
 

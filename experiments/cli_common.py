@@ -22,6 +22,15 @@ Sigma = Annotated[float, typer.Option(help="Token standard deviation, > 0.")]
 Lambda = Annotated[float, typer.Option("--lambda", help="Ridge strength, >= 0.")]
 PositionalTarget = Annotated[str, typer.Option("--A", help="Positional target A, row-major a11,a12,a21,a22.")]
 
+# training at finite d, as options shared by the simulation commands
+Dimension = Annotated[int, typer.Option(help="Embedding dimension.")]
+SampleComplexities = Annotated[
+    str, typer.Option(help="Sample complexities n/d, start:stop:step (stop included) or a list.")
+]
+Seeds = Annotated[int, typer.Option(help="Independent runs per point (seeds 0 .. seeds-1).")]
+TestSamples = Annotated[int, typer.Option(help="Fresh samples for the test error of each run.")]
+Tolerance = Annotated[float, typer.Option(help="A run has converged when its gradient norm is below this.")]
+
 
 class UsageError(ValueError):
     """A command-line value cannot be parsed."""

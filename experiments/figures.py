@@ -74,8 +74,14 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, out_stem: Path) -
     fig.suptitle(
         rf"$\omega$ = {thresholds['omega']:g}, $\sigma$ = {thresholds['sigma']:g}, $\lambda$ = {thresholds['lambda']:g}"
     )
+    return save_figure(fig, out_stem)
+
+
+def save_figure(fig: plt.Figure, out_stem: Path, dpi: int = 150) -> list[Path]:
+    """Write ``fig`` as ``out_stem.png`` and ``out_stem.pdf`` (creating the directory), close it."""
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
     for path in paths:
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return paths

@@ -36,6 +36,8 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn import functional  # noqa: E402
 
+from experiments.figures import save_figure
+
 SOLUTIONS = ("positional", "semantic")
 STAGES = ("frozen", "unfrozen")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -438,9 +440,4 @@ def attention_figure(result: HistogramResult, path_stem: Path) -> list[Path]:
             if col == 0:
                 ax.set_ylabel(f"{key[0]}, {key[1]}\nquery token", fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
-    path_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [path_stem.with_suffix(".png"), path_stem.with_suffix(".pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=200)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, path_stem, dpi=200)

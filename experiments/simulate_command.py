@@ -13,19 +13,23 @@ from tqdm import tqdm
 
 from experiments.cli_common import (
     USER_ERRORS,
+    Dimension,
     Lambda,
     Omega,
     PositionalTarget,
+    SampleComplexities,
     Sigma,
+    TestSamples,
+    Tolerance,
     UsageError,
     fail,
     parse_alphas,
     parse_matrix,
     versions,
 )
-from experiments.simulation import SimulationSettings, simulate_to
+from experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate_to
 from experiments.simulation_figures import simulation_figure
-from experiments.storage import write_json
+from experiments.storage import write_json, write_table
 from replica.declaration import paper_model
 
 
@@ -35,10 +39,8 @@ def simulate(
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
-    d: Annotated[int, typer.Option(help="Embedding dimension.")] = 400,
-    alphas: Annotated[
-        str, typer.Option(help="Sample complexities n/d, start:stop:step (stop included) or a list.")
-    ] = "0.4:2.4:0.4",
+    d: Dimension = 400,
+    alphas: SampleComplexities = "0.4:2.4:0.4",
     seeds: Annotated[int, typer.Option(help="Independent runs per point (seeds 0 .. seeds-1).")] = 4,
     init: Annotated[str, typer.Option(help="Initialisations, comma-separated: positional, semantic, random.")] = (
         "positional,semantic"
@@ -46,8 +48,8 @@ def simulate(
     optimiser: Annotated[str, typer.Option(help="lbfgs, gd (full-batch gradient descent) or adam.")] = "lbfgs",
     lr: Annotated[float | None, typer.Option(help="Learning rate (default: gd 0.15, adam 0.01, lbfgs 1).")] = None,
     max_steps: Annotated[int, typer.Option(help="Largest number of optimiser steps per run.")] = 5000,
-    tolerance: Annotated[float, typer.Option(help="A run has converged when its gradient norm is below this.")] = 1e-6,
-    n_test: Annotated[int, typer.Option(help="Fresh samples for the test error of each run.")] = 10_000,
+    tolerance: Tolerance = 1e-6,
+    n_test: TestSamples = 10_000,
     theory: Annotated[
         Path | None, typer.Option(help="A scan's output directory; default: scan the simulated alphas into OUT/theory.")
     ] = None,
@@ -56,9 +58,10 @@ def simulate(
     """Train the attention model at finite d from informed initialisations and compare with the theory.
 
     Writes OUT/simulations.csv (one row per run: alpha, seed, init, eps_t, eps_g, theta, m, q,
-    gradient norm, steps, converged), OUT/simulate.png and .pdf (simulations over the theory's
-    branches, and the training-loss gap semantic - positional) and OUT/run.json (settings, seeds,
-    versions, timings). Blocks are saved as they finish; rerunning the same command resumes.
+    gradient norm, steps, converged, and the basin the run ended in: positional, semantic or neither),
+    OUT/simulate.png and .pdf (simulations over the theory's branches, and the training-loss gap
+    semantic - positional) and OUT/run.json (settings, seeds, versions, timings). Blocks are saved as
+    they finish; rerunning the same command resumes.
     """
     try:
         model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
@@ -96,6 +99,8 @@ def simulate(
         theory = out / "theory"
         _scan(theory, model, grid, {"omega": omega, "sigma": sigma, "lambda": lam, "A": a_matrix, "alphas": alphas})
     branches = pd.read_csv(theory / "branches.csv")
+    frame = classify_basin(frame, branch_overlaps(branches, settings.alphas))
+    write_table(out / "simulations.csv", frame)
     thresholds_file = theory / "thresholds.csv"
     thresholds = pd.read_csv(thresholds_file).iloc[0] if thresholds_file.exists() else None
     simulation_figure(frame, branches, thresholds, out / "simulate")

@@ -474,3 +474,53 @@ def simulate_to(
 
     simulate(settings, progress=save, skip=lambda alpha, init: (round(alpha, 10), init) in done)
     return frame
+
+
+# ---------------------------------------------------------------- basins
+
+BASINS = ("positional", "semantic", "neither")
+
+
+def branch_overlaps(branches: pd.DataFrame, alphas: Sequence[float]) -> pd.DataFrame:
+    """The theory's overlaps that tell the minima apart, at ``alphas``: ``|m|`` of the positional branch
+    and ``|theta|`` of the semantic branch (THEORY.md sec. 2, 6), linearly interpolated in alpha between the
+    converged points of a scan's ``branches.csv`` (held constant beyond its ends; NaN if a branch has none)."""
+    values: dict[str, np.ndarray] = {"alpha": np.asarray(alphas, dtype=float)}
+    for column, branch, name in (("m_positional", "positional", "m"), ("theta_semantic", "semantic", "theta")):
+        rows = branches[(branches["branch"] == branch) & branches["converged"].astype(bool)].sort_values("alpha")
+        if rows.empty:
+            values[column] = np.full(values["alpha"].shape, np.nan)
+        else:
+            values[column] = np.interp(values["alpha"], rows["alpha"], rows[name].abs())
+    return pd.DataFrame(values)
+
+
+def classify_basin(frame: pd.DataFrame, overlaps: pd.DataFrame, relative: float = 0.5) -> pd.DataFrame:
+    """``frame`` with a column ``basin`` in ``BASINS``: which of the theory's minima each run ended in.
+
+    With ``m_P = |m|`` of the positional branch and ``theta_S = |theta|`` of the semantic branch at the
+    run's alpha (``overlaps``, from :func:`branch_overlaps`), ``r = relative`` and the finite-d spread
+    ``s = 1/sqrt(d)`` (about three standard deviations of an overlap whose large-d value is 0: 0.018
+    at d = 400, see ``tests/test_simulation.py``), a run is
+
+    * positional if ``m_P >= s``, ``||m| - m_P| <= r m_P`` and ``|theta| < s``;
+    * semantic if ``theta_S >= s``, ``||theta| - theta_S| <= r theta_S`` and ``|m| < min(s, m_P/2)``;
+    * neither otherwise (a mixed or agnostic point, or the theory missing at that alpha).
+
+    A branch whose overlap is below ``s`` cannot be told from 0 at that d (nor from the agnostic
+    point), so no run is put in it; in particular no run is semantic where the semantic branch has
+    collapsed to ``theta_S = 0``. Overlaps enter as absolute values: ``S(h) = softmax(h h^T)`` is even
+    in ``Q``, so ``Q`` and ``-Q`` are the same minimum. With ``r <= 1/2`` the classes are disjoint
+    (positional needs ``|m| >= m_P/2``, semantic ``|m| < m_P/2``).
+    """
+    theory = overlaps.assign(alpha=overlaps["alpha"].round(10)).drop_duplicates("alpha")
+    merged = frame.assign(alpha_key=frame["alpha"].round(10)).merge(
+        theory.rename(columns={"alpha": "alpha_key"}), on="alpha_key", how="left"
+    )
+    m, theta = merged["m"].abs().to_numpy(float), merged["theta"].abs().to_numpy(float)
+    m_p, theta_s = merged["m_positional"].to_numpy(float), merged["theta_semantic"].to_numpy(float)
+    spread = 1.0 / np.sqrt(merged["d"].to_numpy(float))
+    positional = (m_p >= spread) & (np.abs(m - m_p) <= relative * m_p) & (theta < spread)
+    semantic = (theta_s >= spread) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.minimum(spread, m_p / 2))
+    basin = np.where(positional, "positional", np.where(semantic, "semantic", "neither"))
+    return frame.assign(basin=basin)

@@ -15,7 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from experiments.figures import BRANCH_STYLE  # noqa: E402
+from experiments.figures import (
+    BRANCH_STYLE,  # noqa: E402
+    save_figure,
+)
 
 INIT_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
@@ -117,8 +120,4 @@ def simulation_figure(
             ax.axvline(alpha_c, color="k", linestyle="--", linewidth=0.9, label=rf"$\alpha_c$ = {alpha_c:.3f}")
         ax.legend(fontsize=6)
     fig.suptitle(f"simulations at d = {d} (mean $\\pm$ s.e. over seeds) against the replica theory")
-    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_stem)

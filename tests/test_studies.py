@@ -1,0 +1,201 @@
+"""Studies built on the simulations: basin classification, finite-size scaling, uninformed starts with Adam."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from experiments.finite_size import finite_size, fit_power_law, gap_table
+from experiments.simulation import branch_overlaps, classify_basin
+from experiments.uninformed import basin_fractions, uninformed
+from saddle.fixed_point import SEMANTIC
+
+OVERLAPS = pd.DataFrame(
+    {"alpha": [1.5, 0.5, 3.0], "m_positional": [0.25, 0.22, 0.1], "theta_semantic": [0.14, 1e-14, 0.3]}
+)
+
+
+@pytest.mark.parametrize(
+    ("alpha", "d", "m", "theta", "basin"),
+    [
+        (1.5, 400, 0.25, 0.01, "positional"),
+        (1.5, 400, -0.25, -0.01, "positional"),  # Q and -Q are the same minimum
+        (1.5, 400, 0.01, 0.14, "semantic"),
+        (1.5, 400, -0.01, -0.14, "semantic"),
+        (1.5, 400, 0.125, 0.0, "positional"),  # ||m| - m_P| = m_P/2: inside
+        (1.5, 400, 0.375, 0.0, "positional"),
+        (1.5, 400, 0.12, 0.0, "neither"),
+        (1.5, 400, 0.25, 0.049, "positional"),
+        (1.5, 400, 0.25, 0.05, "neither"),  # |theta| = 1/sqrt(d): outside
+        (1.5, 400, 0.05, 0.14, "neither"),  # |m| = 1/sqrt(d): outside
+        (1.5, 400, 0.0, 0.07, "semantic"),  # ||theta| - theta_S| = theta_S/2: inside
+        (1.5, 400, 0.0, 0.069, "neither"),
+        (1.5, 400, 0.0, 0.0, "neither"),  # agnostic
+        (1.5, 400, 0.25, 0.14, "neither"),  # mixed
+        (1.5, 16, 0.25, 0.2, "positional"),  # d = 16: |theta| < 1/sqrt(d) = 0.25
+        (1.5, 16, 0.0, 0.14, "neither"),  # theta_S < 1/sqrt(d): semantic not resolvable
+        (1.5, 15, 0.25, 0.0, "neither"),  # m_P < 1/sqrt(d): positional not resolvable
+        (0.5, 400, 0.22, 0.01, "positional"),  # semantic branch collapsed to theta_S = 0
+        (0.5, 400, 0.0, 0.0, "neither"),
+        (3.0, 100, 0.049, 0.3, "semantic"),  # |m| < m_P/2 = 0.05 binds, not 1/sqrt(d) = 0.1
+        (3.0, 100, 0.05, 0.3, "neither"),
+        (2.0, 400, 0.25, 0.0, "neither"),  # no theory at this alpha
+    ],
+)
+def test_basin_classification(alpha, d, m, theta, basin):
+    row = pd.DataFrame({"alpha": [alpha], "d": [d], "m": [m], "theta": [theta], "seed": [7]})
+    classified = classify_basin(row, OVERLAPS)
+    assert classified["basin"].tolist() == [basin]
+    assert classified["seed"].tolist() == [7]
+
+
+def test_classification_keeps_row_order_and_index():
+    rows = pd.DataFrame(
+        {"alpha": [1.5, 1.5, 1.5], "d": [400] * 3, "m": [0.0, 0.25, 0.0], "theta": [0.14, 0.0, 0.0]}, index=[5, 3, 9]
+    )
+    classified = classify_basin(rows, pd.concat([OVERLAPS, OVERLAPS]).iloc[::-1])
+    assert classified["basin"].tolist() == ["semantic", "positional", "neither"]
+    assert classified.index.tolist() == [5, 3, 9]
+
+
+def test_branch_overlaps_interpolate_converged_points_only():
+    branches = pd.DataFrame(
+        {
+            "branch": ["positional", "positional", "semantic", "semantic", "semantic"],
+            "alpha": [1.0, 2.0, 1.0, 2.0, 1.5],
+            "m": [-0.2, -0.3, 0.0, 0.0, 0.0],
+            "theta": [0.0, 0.0, 0.1, 0.2, 0.9],
+            "converged": [True, True, True, True, False],
+        }
+    )
+    overlaps = branch_overlaps(branches, [1.5, 3.0])
+    np.testing.assert_allclose(overlaps["m_positional"], [0.25, 0.3])
+    np.testing.assert_allclose(overlaps["theta_semantic"], [0.15, 0.2])
+    assert branch_overlaps(branches[branches["branch"] == "semantic"], [1.5])["m_positional"].isna().all()
+
+
+def test_power_law_fit_recovers_a_known_rate():
+    rng = np.random.default_rng(3)
+    d = np.geomspace(50, 5000, 12)
+    gap = 0.4 * d**-0.75 * np.exp(0.1 * rng.standard_normal(d.size))
+    rate, rate_se, c = fit_power_law(d, gap)
+    assert 0.0 < rate_se < 0.1
+    assert abs(rate - 0.75) < 3 * rate_se
+    assert 0.2 < c < 0.8
+    exact = fit_power_law([10, 100, 1000], [2.0, 2.0 / math.sqrt(10), 0.2])
+    np.testing.assert_allclose(exact, (0.5, 0.0, 6.324555320336759), atol=1e-12)
+
+
+def test_power_law_fit_with_too_few_points():
+    assert np.isnan(fit_power_law([10, 20], [0.0, 0.1])[0])
+    rate, rate_se, _ = fit_power_law([10, 100], [1.0, 0.1])
+    assert rate == pytest.approx(1.0) and np.isnan(rate_se)
+
+
+def test_gap_table_compares_means_with_their_branch():
+    runs = pd.DataFrame(
+        {
+            "d": [10, 10, 10, 10],
+            "init": ["positional", "positional", "semantic", "semantic"],
+            "train_loss": [1.0, 3.0, 2.0, 2.0],
+            "test_error": [2.0, 2.0, 1.0, 5.0],
+            "m": [-0.3, 0.1, 0.0, 0.0],
+            "theta": [0.0, 0.0, 0.5, 0.7],
+        }
+    )
+    theory = {
+        "positional": {"train_loss": 2.5, "test_error": 1.0, "m": 0.1, "theta": 0.0},
+        "semantic": {"train_loss": 1.0, "test_error": 2.0, "m": 0.0, "theta": 0.4},
+    }
+    table = gap_table(runs, theory).set_index(["init", "quantity"])
+    assert list(table.index) == [
+        ("positional", "train_loss"),
+        ("positional", "test_error"),
+        ("positional", "m"),
+        ("semantic", "train_loss"),
+        ("semantic", "test_error"),
+        ("semantic", "theta"),
+    ]
+    np.testing.assert_allclose(table["sim_mean"], [2.0, 2.0, 0.2, 2.0, 3.0, 0.6])
+    np.testing.assert_allclose(table["gap"], [0.5, 1.0, 0.1, 1.0, 1.0, 0.2])
+    np.testing.assert_allclose(table["sim_se"], [1.0, 0.0, 0.1, 0.0, 2.0, 0.1])
+
+
+def test_basin_fractions_list_every_basin():
+    runs = pd.DataFrame({"alpha": [1.0, 1.0, 1.0, 2.0], "basin": ["positional", "neither", "positional", "semantic"]})
+    table = basin_fractions(runs).set_index(["alpha", "basin"])
+    assert table.loc[(1.0, "positional"), "count"] == 2 and table.loc[(1.0, "semantic"), "count"] == 0
+    assert table.loc[(1.0, "neither"), "fraction"] == pytest.approx(1 / 3)
+    assert table.loc[(2.0, "semantic"), "fraction"] == 1.0 and table.loc[(2.0, "positional"), "fraction"] == 0.0
+    assert len(table) == 6
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("finite-size")(finite_size)
+    app.command("uninformed")(uninformed)
+    return app
+
+
+def test_finite_size_command_writes_its_files(tmp_path, paper_solver, monkeypatch):
+    monkeypatch.setattr("experiments.finite_size.make_solver", lambda _model: paper_solver)  # the same model
+    out = tmp_path / "fs"
+    arguments = ["finite-size", "--out", str(out), "--dims", "8,12,16", "--seeds", "2"]
+    result = CliRunner().invoke(_app(), [*arguments, "--n-test", "50", "--max-steps", "50"])
+    assert result.exit_code == 0, result.output
+    gaps = pd.read_csv(out / "finite_size.csv")
+    assert set(gaps["d"]) == {8, 12, 16} and len(gaps) == 3 * 2 * 3 and (gaps["runs"] == 2).all()
+    theory = paper_solver.anchor(1.5, SEMANTIC)
+    semantic_theta = gaps[(gaps["init"] == "semantic") & (gaps["quantity"] == "theta")]
+    np.testing.assert_allclose(semantic_theta["theory"], theory["theta"], rtol=1e-8)
+    np.testing.assert_allclose(semantic_theta["gap"], (semantic_theta["sim_mean"] - theory["theta"]).abs())
+    fits = pd.read_csv(out / "finite_size_fit.csv")
+    assert len(fits) == 6 and list(fits.columns[:5]) == ["init", "quantity", "rate", "rate_se", "C"]
+    assert len(pd.read_csv(out / "finite_size_runs.csv")) == 3 * 2 * 2
+    assert (out / "finite_size.png").stat().st_size > 0 and (out / "finite_size.pdf").exists()
+    run = json.loads((out / "run.json").read_text())
+    assert run["seeds"] == [0, 1] and run["settings"]["dims"] == [8, 12, 16] and "torch" in run["versions"]
+
+
+def test_uninformed_command_writes_its_files(tmp_path, paper_solver, monkeypatch):
+    monkeypatch.setattr("experiments.uninformed.make_solver", lambda _model: paper_solver)  # the same model
+    out = tmp_path / "un"
+    arguments = ["uninformed", "--out", str(out), "--d", "8", "--alphas", "1.0,2.0", "--seeds", "3"]
+    result = CliRunner().invoke(_app(), [*arguments, "--n-test", "50", "--max-steps", "40"])
+    assert result.exit_code == 0, result.output
+    runs = pd.read_csv(out / "uninformed.csv")
+    assert len(runs) == 6 and set(runs["init"]) == {"random"} and set(runs["optimiser"]) == {"adam"}
+    assert set(runs["basin"]) <= {"positional", "semantic", "neither"} and (runs["steps"] <= 40).all()
+    fractions = pd.read_csv(out / "uninformed_fractions.csv")
+    assert len(fractions) == 2 * 3
+    np.testing.assert_allclose(fractions.groupby("alpha")["fraction"].sum(), 1.0)
+    assert (fractions.groupby("alpha")["count"].sum() == 3).all()
+    assert (out / "uninformed.png").stat().st_size > 0 and (out / "uninformed.pdf").exists()
+    run = json.loads((out / "run.json").read_text())
+    assert run["seeds"] == [0, 1, 2] and run["settings"]["max_steps"] == 40
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "message"),
+    [
+        ("finite-size", "--dims", "100", "at least two distinct integers"),
+        ("finite-size", "--dims", "100,abc", "comma-separated integers"),
+        ("finite-size", "--seeds", "0", "seeds must be"),
+        ("finite-size", "--omega", "2", "omega"),
+        ("uninformed", "--d", "1", "d must be an integer >= 2"),
+        ("uninformed", "--alphas", "x", "alphas must be"),
+        ("uninformed", "--lr", "0", "lr must be > 0"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, command, option, value, message):
+    result = CliRunner().invoke(_app(), [command, "--out", str(tmp_path / "x"), option, value])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
