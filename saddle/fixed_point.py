@@ -254,7 +254,7 @@ class SaddlePointSolver:
         def envelope(z: np.ndarray, nodes: np.ndarray) -> np.ndarray:
             return np.array(
                 [
-                    self.compiled.energetic(z[:, [i]].copy(), nodes[:, [i]].copy(), one, params, self.consts)[0]
+                    self.compiled.score(z[:, [i]].copy(), nodes[:, [i]].copy(), one, params, self.consts)[0]
                     for i in range(z.shape[1])
                 ]
             )
