@@ -207,7 +207,7 @@ class SaddlePointSolver:
         the computed ``M*``.
         """
         fold = self.fold(params)
-        nodes = self.nodes if fold is None else np.ascontiguousarray(self.nodes[:, fold.representatives])
+        nodes = self.nodes if fold is None else fold.nodes
         starts = self.compiled.starts(nodes, params, self.consts)
         if not thorough:
             starts = starts[:2]

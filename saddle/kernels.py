@@ -18,6 +18,15 @@ _MAX_HALVINGS = 12
 
 
 @numba.njit(error_model="numpy")
+def _max_abs(a, k):  # pragma: no cover - compiled
+    """``max_j |a_j|`` over the first ``k`` entries (the gradient part of a derivatives buffer)."""
+    largest = 0.0
+    for j in range(k):
+        largest = max(largest, abs(a[j]))
+    return largest
+
+
+@numba.njit(error_model="numpy")
 def _newton_direction(h, g, k):  # pragma: no cover - compiled
     """``-(H + shift I)^{-1} g`` with the smallest shift making ``H + shift I`` positive definite."""
     scale = 0.0
@@ -56,9 +65,7 @@ def make_prox_kernel(envelope: Callable, derivatives: Callable, k: int) -> Calla
         for _ in range(maxit if np.isfinite(value) else 0):
             g = gh[:k]
             h = gh[k:]
-            gmax = 0.0
-            for j in range(k):
-                gmax = max(gmax, abs(g[j]))
+            gmax = _max_abs(gh, k)
             if not gmax > tol:
                 break
             if not np.all(np.isfinite(h)):
@@ -87,19 +94,16 @@ def make_prox_kernel(envelope: Callable, derivatives: Callable, k: int) -> Calla
                 for j in range(k):
                     trial[j] = z[j] + step[j]
                 derivatives(trial, node, params, consts, gh_trial)
-                gmax_trial = 0.0
-                for j in range(k):
-                    gmax_trial = max(gmax_trial, abs(gh_trial[j]))
-                if not gmax_trial < 0.5 * gmax:
+                if not _max_abs(gh_trial, k) < 0.5 * gmax:
                     break
-                tv = envelope(trial, node, params, consts)
+                z[:] = trial
+                value = envelope(trial, node, params, consts)
+                gh[:] = gh_trial
+                continue
             z[:] = trial
             value = tv
             derivatives(z, node, params, consts, gh)
-        gmax = 0.0
-        for j in range(k):
-            gmax = max(gmax, abs(gh[j]))
-        return value, gmax
+        return value, _max_abs(gh, k)
 
     @numba.njit(parallel=True, error_model="numpy")
     def kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover - compiled

@@ -99,13 +99,15 @@ def envelope_symmetries(
 class Fold:
     """Orbit representatives of a rule's nodes and how to unfold values computed on them.
 
-    ``representatives`` are node indices; ``sources[i]`` is the position in
+    ``representatives`` are node indices and ``nodes`` those nodes (contiguous, for the prox
+    kernel); ``sources[i]`` is the position in
     ``representatives`` of node ``i``'s representative and ``z_index[i], z_sign[i]`` the
     action of the group element taking it to node ``i``: ``z[:, i] = z_sign[:, i] *
     z_rep[z_index[:, i], sources[i]]``.
     """
 
     representatives: np.ndarray
+    nodes: np.ndarray
     sources: np.ndarray
     z_index: np.ndarray
     z_sign: np.ndarray
@@ -166,4 +168,6 @@ def fold_nodes(
         assigned[images] = True
     if not np.all(assigned):
         return None
-    return Fold(representatives, position[representative], z_index, z_sign)
+    return Fold(
+        representatives, np.ascontiguousarray(nodes[:, representatives]), position[representative], z_index, z_sign
+    )
