@@ -228,7 +228,7 @@ def finite_size(
             omega=omega,
             sigma=sigma,
             lam=lam,
-            A=parse_matrix(a_matrix),
+            A=model.teacher.positional,
         )
         for d in grid:
             replace(base, d=d).validate()

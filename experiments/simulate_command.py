@@ -79,7 +79,7 @@ def simulate(
             omega=omega,
             sigma=sigma,
             lam=lam,
-            A=parse_matrix(a_matrix),
+            A=model.teacher.positional,
         ).validate()
         if theory is not None and not (theory / "branches.csv").exists():
             raise UsageError(f"theory must be a scan's output directory with branches.csv; got {theory}")

@@ -138,7 +138,7 @@ def uninformed(
             omega=omega,
             sigma=sigma,
             lam=lam,
-            A=parse_matrix(a_matrix),
+            A=model.teacher.positional,
         ).validate()
     except (*USER_ERRORS, UsageError, ValueError) as error:
         fail(error)
