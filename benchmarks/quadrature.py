@@ -2,10 +2,19 @@
 
     python benchmarks/quadrature.py [--out benchmarks/results/quadrature.json]
     python benchmarks/quadrature.py --table     # the Markdown table of an existing result file
+    python benchmarks/quadrature.py --reference # reference eps_t (quadrature_reference.json)
 
 For each rule (tensor Gauss-Hermite of several orders, scrambled Sobol with several seeds)
 the positional and semantic branches are solved at fixed alphas and alpha_c, alpha_l are
 computed from a scan around them. The spread between rules is the measured quadrature error.
+
+``--reference`` computes the reference eps_t at the same points with scrambled Sobol rules of
+2^20 points and four independent seeds, two ways: the fixed point solved on each Sobol rule
+(continued from the default rule's fixed point with its Jacobian), and ``-Phi`` on each Sobol
+rule at the default rule's fixed point (``SaddlePointSolver.free_entropy``: Phi is stationary,
+so this differs from the first by second order in the distance between the fixed points).
+The mean over seeds of the first is the reference; its standard error is the reference's own
+uncertainty.
 """
 
 from __future__ import annotations
@@ -36,15 +45,26 @@ RULES = [
 ]
 POINTS = [(POSITIONAL, 1.25), (POSITIONAL, 2.0), (SEMANTIC, 1.25), (SEMANTIC, 2.0)]
 THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.62, 0.08), 10)
+REFERENCE_FILE = Path(__file__).parent / "results" / "quadrature_reference.json"
+REFERENCE_SEEDS = (100, 101, 102, 103)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "quadrature.json")
     parser.add_argument("--table", action="store_true", help="print the table of OUT and exit")
+    parser.add_argument("--reference", action="store_true", help="compute the reference eps_t (Sobol 2^20)")
     args = parser.parse_args()
+    if args.reference:
+        reference = reference_train_loss()
+        REFERENCE_FILE.write_text(json.dumps(reference, indent=2) + "\n")
+        print(reference_table(reference))
+        return
     if args.table:
         print(markdown_table(json.loads(args.out.read_text())))
+        if REFERENCE_FILE.exists():
+            print()
+            print(reference_table(json.loads(REFERENCE_FILE.read_text())))
         return
     model = paper_model()
     anchors = {}
@@ -73,6 +93,59 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(markdown_table(results))
+
+
+def reference_train_loss(log2_points: int = 20) -> list[dict[str, object]]:
+    """Reference eps_t at ``POINTS`` (see the module docstring), with the default rule's error."""
+    model = paper_model()
+    default = make_solver(model, SolverSettings())
+    rows = []
+    for branch, alpha in POINTS:
+        anchor = default.anchor(alpha, branch)
+        point, jacobian = default.solve(alpha, branch, initial=anchor.values)
+        solved, stationary, converged = [], [], []
+        for seed in REFERENCE_SEEDS:
+            started = time.perf_counter()
+            fine = make_solver(model, SolverSettings(quadrature=ScrambledSobol(log2_points, seed)))
+            stationary.append(-fine.free_entropy(point.values, point.conjugates, alpha))
+            refined, _ = fine.solve(alpha, branch, initial=point.values, jacobian=jacobian)
+            solved.append(refined.train_loss)
+            converged.append(refined.converged)
+            print(f"{branch.name} {alpha:g} seed {seed}: {time.perf_counter() - started:.0f} s", flush=True)
+        mean = float(np.mean(solved))
+        rows.append(
+            {
+                "branch": branch.name,
+                "alpha": alpha,
+                "rule": f"sobol-2^{log2_points}",
+                "seeds": list(REFERENCE_SEEDS),
+                "train_loss_solved": solved,
+                "train_loss_stationary": stationary,
+                "converged": converged,
+                "reference": mean,
+                "standard_error": float(np.std(solved, ddof=1) / np.sqrt(len(solved))),
+                "stationary_minus_solved": float(np.mean(stationary) - mean),
+                "default_rule": default.settings.quadrature.label,
+                "default_train_loss": point.train_loss,
+                "default_relative_error": (point.train_loss - mean) / mean,
+            }
+        )
+    return rows
+
+
+def reference_table(rows: list[dict[str, object]]) -> str:
+    """The reference eps_t and the default rule's relative error against it (docs/validation.md)."""
+    lines = [
+        "| branch | alpha | reference eps_t | standard error | stationary - solved | default | relative error |",
+        "| --- " * 7 + "|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['branch']} | {row['alpha']:g} | {row['reference']:.9f} | {row['standard_error']:.1e} | "
+            f"{row['stationary_minus_solved']:+.1e} | {row['default_train_loss']:.9f} | "
+            f"{row['default_relative_error']:+.1e} |"
+        )
+    return "\n".join(lines)
 
 
 def markdown_table(results: list[dict[str, object]]) -> str:

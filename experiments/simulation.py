@@ -484,14 +484,17 @@ BASINS = ("positional", "semantic", "neither")
 def branch_overlaps(branches: pd.DataFrame, alphas: Sequence[float]) -> pd.DataFrame:
     """The theory's overlaps that tell the minima apart, at ``alphas``: ``|m|`` of the positional branch
     and ``|theta|`` of the semantic branch (THEORY.md sec. 2, 6), linearly interpolated in alpha between the
-    converged points of a scan's ``branches.csv`` (held constant beyond its ends; NaN if a branch has none)."""
+    converged points of a scan's ``branches.csv``. Outside the range of a branch's converged points the
+    branch is absent (it has ended or merged, or was not scanned there), and its overlap is NaN."""
     values: dict[str, np.ndarray] = {"alpha": np.asarray(alphas, dtype=float)}
     for column, branch, name in (("m_positional", "positional", "m"), ("theta_semantic", "semantic", "theta")):
         rows = branches[(branches["branch"] == branch) & branches["converged"].astype(bool)].sort_values("alpha")
-        if rows.empty:
+        known = rows["alpha"].to_numpy(float)
+        if known.size == 0:
             values[column] = np.full(values["alpha"].shape, np.nan)
-        else:
-            values[column] = np.interp(values["alpha"], rows["alpha"], rows[name].abs())
+            continue
+        inside = (values["alpha"] >= known[0] - 1e-12) & (values["alpha"] <= known[-1] + 1e-12)
+        values[column] = np.where(inside, np.interp(values["alpha"], known, rows[name].abs()), np.nan)
     return pd.DataFrame(values)
 
 

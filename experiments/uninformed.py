@@ -48,6 +48,7 @@ from experiments.figures import (
 from experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate  # noqa: E402
 from experiments.storage import write_json, write_table  # noqa: E402
 from replica.declaration import paper_model  # noqa: E402
+from saddle.continuation import trace_branch  # noqa: E402
 from saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver  # noqa: E402
 from saddle.scan import make_solver  # noqa: E402
 
@@ -59,10 +60,11 @@ BASIN_COLOR = {
 FRACTION_COLUMNS = ("alpha", "basin", "fraction", "count", "runs")
 
 
-def anchor_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
-    """The positional and semantic fixed points at every alpha, reduced to the overlaps the classifier needs
-    (columns of :func:`experiments.simulation.branch_overlaps`)."""
-    rows = [solver.anchor(float(a), branch).row() for a in alphas for branch in (POSITIONAL, SEMANTIC)]
+def theory_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
+    """The positional and semantic branches continued over ``alphas`` (:func:`saddle.continuation.trace_branch`),
+    reduced to the overlaps the classifier needs (columns of :func:`experiments.simulation.branch_overlaps`;
+    NaN where a branch has ended)."""
+    rows = [p.row() for branch in (POSITIONAL, SEMANTIC) for p in trace_branch(solver, branch, alphas).points]
     return branch_overlaps(pd.DataFrame(rows), alphas)
 
 
@@ -144,7 +146,7 @@ def uninformed(
         fail(error)
 
     started = time.perf_counter()
-    overlaps = anchor_overlaps(make_solver(model), settings.alphas)
+    overlaps = theory_overlaps(make_solver(model), settings.alphas)
     with tqdm(total=len(settings.alphas), desc="uninformed", unit="alpha", file=sys.stderr, disable=None) as bar:
         runs = uninformed_runs(settings, overlaps, progress=lambda _block: bar.update(1))
     fractions = basin_fractions(runs)

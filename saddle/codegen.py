@@ -1,24 +1,120 @@
-"""Compile sympy expressions into numba scalar kernels.
+"""Compile sympy expressions and the kernel templates into one numba module per model.
 
 Each expression group becomes one function of flat float arrays ``(z, nodes, params,
 consts)`` whose body is the common-subexpression-eliminated expression printed as plain
-Python (``math`` functions), then jitted by numba. The source is generated from the derived
-sympy objects only; nothing user-supplied is ever evaluated.
+Python (``math`` functions). Those functions and the kernels of :mod:`saddle.kernels`
+instantiated over them are written to a module file named by the hash of its source, in the
+cache directory (``ATTNPHASE_CACHE_DIR``, else ``$XDG_CACHE_HOME/attnphase``, else
+``~/.cache/attnphase``), and jitted there with ``cache=True``: a later process with the same
+model loads the machine code instead of compiling it again. The source is generated from the
+derived sympy objects and this package's templates only; nothing user-supplied is ever
+evaluated.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+import hashlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import numba
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
 _PRINTER = PythonCodePrinter({"fully_qualified_modules": True})
-
+_HEADER = "import math\n\nimport numba\nimport numpy as np\n\n_MAX_HALVINGS = {halvings}\nK = {k}\n"
 
 Groups = Sequence[tuple[str, Sequence[sp.Symbol]]]
+
+
+def cache_directory() -> Path:
+    """Where generated kernel modules and numba's cached machine code live."""
+    configured = os.environ.get("ATTNPHASE_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "attnphase"
+
+
+class ModuleSource:
+    """The source of one generated kernel module, built function by function."""
+
+    def __init__(self, prox_dimension: int, halvings: int) -> None:
+        self.parts = [_HEADER.format(k=prox_dimension, halvings=halvings)]
+
+    def scalar(self, name: str, groups: Groups, expr: sp.Expr) -> None:
+        """``name(*arrays) -> float``."""
+        header, renamed = _header(groups)
+        lines, (result,) = _body([expr], renamed)
+        signature = f"def {name}({', '.join(g for g, _ in groups)}):"
+        self._add(name, [signature, *header, *lines, f"    return {result}"])
+
+    def vector(self, name: str, groups: Groups, exprs: Sequence[sp.Expr]) -> None:
+        """``name(*arrays, out)`` writing ``exprs`` into the flat array ``out``."""
+        header, renamed = _header(groups)
+        lines, results = _body(exprs, renamed)
+        writes = [f"    out[{i}] = {r}" for i, r in enumerate(results)]
+        self._add(name, [f"def {name}({', '.join(g for g, _ in groups)}, out):", *header, *lines, *writes])
+
+    def template(self, function: Callable, name: str | None = None, parallel: bool = False, **bindings: str) -> None:
+        """The source of a :mod:`saddle.kernels` template, renamed to ``name`` and with each
+        placeholder ``key`` of ``bindings`` replaced by its value."""
+        source = inspect.getsource(function)
+        if name is not None:
+            source = re.sub(rf"\bdef {function.__name__}\(", f"def {name}(", source, count=1)
+        for placeholder, value in bindings.items():
+            source = re.sub(rf"\b{placeholder}\b", value, source)
+        decorator = f"@numba.njit(cache=True, error_model='numpy'{', parallel=True' if parallel else ''})"
+        self.parts.append(f"\n\n{decorator}\n{source.rstrip()}\n")
+
+    def _add(self, name: str, lines: list[str]) -> None:
+        self.parts.append("\n\n@numba.njit(cache=True, error_model='numpy')\n" + "\n".join(lines) + "\n")
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def load(self) -> ModuleType:
+        """Write the module (once per distinct source) and import it."""
+        text = self.text
+        stamp = f"{text}\n# numba {numba.__version__} python {sys.version_info[:2]}"
+        digest = hashlib.sha256(stamp.encode()).hexdigest()[:20]
+        path = _write_once(f"kernels_{digest}.py", text)
+        name = f"attnphase_kernels_{digest}"
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+
+def _write_once(filename: str, text: str) -> Path:
+    """``filename`` with ``text`` in the cache directory, written atomically if it is not there
+    yet (a private temporary directory if the cache directory is not writable)."""
+    for directory in (cache_directory(), None):
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="attnphase-")) if directory is None else directory
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / filename
+            if not path.exists() or path.read_text() != text:
+                handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+                with os.fdopen(handle, "w") as stream:
+                    stream.write(text)
+                os.replace(temporary, path)
+            return path
+        except OSError:
+            continue
+    raise OSError("no writable directory for the generated kernels")
 
 
 def _header(groups: Groups) -> tuple[list[str], dict[sp.Symbol, sp.Symbol]]:
@@ -37,26 +133,3 @@ def _body(exprs: Sequence[sp.Expr], renamed: dict[sp.Symbol, sp.Symbol]) -> tupl
     replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("t_"), optimizations="basic")
     lines = [f"    {s.name} = {_PRINTER.doprint(e)}" for s, e in replacements]
     return lines, [_PRINTER.doprint(e) for e in reduced]
-
-
-def scalar_function(name: str, groups: Groups, expr: sp.Expr):
-    """A jitted ``name(*arrays) -> float``."""
-    header, renamed = _header(groups)
-    lines, (result,) = _body([expr], renamed)
-    source = "\n".join([f"def {name}({', '.join(g for g, _ in groups)}):", *header, *lines, f"    return {result}"])
-    return _jit(name, source)
-
-
-def vector_function(name: str, groups: Groups, exprs: Sequence[sp.Expr]):
-    """A jitted ``name(*arrays, out)`` writing ``exprs`` into the flat array ``out``."""
-    header, renamed = _header(groups)
-    lines, results = _body(exprs, renamed)
-    writes = [f"    out[{i}] = {r}" for i, r in enumerate(results)]
-    source = "\n".join([f"def {name}({', '.join(g for g, _ in groups)}, out):", *header, *lines, *writes])
-    return _jit(name, source)
-
-
-def _jit(name: str, source: str):
-    namespace: dict[str, object] = {"math": math}
-    exec(compile(source, f"<attnphase-{name}>", "exec"), namespace)  # noqa: S102 - generated from sympy
-    return numba.njit(cache=False, fastmath=False, error_model="numpy")(namespace[name])

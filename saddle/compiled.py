@@ -3,8 +3,9 @@
 This module knows nothing about attention: it sees integrands of the node variables, the
 prox variables ``z``, the order parameters and the constants, and closed-form updates.
 Node-level integrands are compiled to numba kernels (:mod:`saddle.codegen`,
-:mod:`saddle.kernels`); the closed-form scalar updates are lambdified to numpy.
-Compilation happens once per model structure and is cached.
+:mod:`saddle.kernels`; the machine code is cached on disk, per model); the closed-form
+scalar updates are lambdified to numpy. Compilation happens once per model structure and
+process, and is cached.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 import sympy as sp
 
 from replica.saddle_equations import ReplicaSystem
-from saddle.codegen import scalar_function, vector_function
-from saddle.kernels import make_integral_kernel, make_prox_kernel
+from saddle import kernels
+from saddle.codegen import ModuleSource
 
 
 def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Expr]) -> Callable[..., np.ndarray]:
@@ -106,18 +107,26 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     with_z = [("z", z), ("n", nodes), ("p", params), ("c", consts)]
     without_z = [("n", nodes), ("p", params), ("c", consts)]
 
-    envelope = scalar_function("envelope", with_z, system.envelope)
-    derivatives = vector_function(
+    source = ModuleSource(prox_dimension=k, halvings=kernels._MAX_HALVINGS)
+    source.scalar("envelope", with_z, system.envelope)
+    source.vector(
         "derivatives", with_z, [*system.envelope_gradient, *(h for row in system.envelope_hessian for h in row)]
     )
     summary = [system.envelope, system.loss]
-    envelope_form = vector_function("envelope_form", with_z, summary + [system.energetic_integrands[s] for s in params])
-    score_form = vector_function(
+    source.vector("envelope_form", with_z, summary + [system.energetic_integrands[s] for s in params])
+    source.vector(
         "score_form",
         with_z,
         summary + [system.envelope * system.score_integrands[s][0] + system.score_integrands[s][1] for s in params],
     )
-    test_error = vector_function("test_error", without_z, [system.test_error_integrand])
+    source.vector("test_error_integrand", without_z, [system.test_error_integrand])
+    for template in kernels.PROX_TEMPLATES:
+        source.template(template, parallel=template is kernels.prox_kernel)
+    size = str(2 + n_params)
+    source.template(kernels.integral_kernel_z, "energetic", parallel=True, integrand="envelope_form", SIZE=size)
+    source.template(kernels.integral_kernel_z, "score", parallel=True, integrand="score_form", SIZE=size)
+    source.template(kernels.integral_kernel, "test_error", parallel=True, integrand="test_error_integrand", SIZE="1")
+    module = source.load()
 
     starts_flat = _lambdify_vector([nodes, params, consts], [x for start in system.prox_starts for x in start])
     expectations = [system.expectations[s] for s in params]
@@ -130,11 +139,11 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
 
     return CompiledSystem(
         system=system,
-        prox=make_prox_kernel(envelope, derivatives, k),
+        prox=module.prox_kernel,
         starts=starts,
-        energetic=make_integral_kernel(envelope_form, 2 + n_params, needs_z=True),
-        score=make_integral_kernel(score_form, 2 + n_params, needs_z=True),
-        test_error=make_integral_kernel(test_error, 1, needs_z=False),
+        energetic=module.energetic,
+        score=module.score,
+        test_error=module.test_error,
         conjugates=_lambdify_vector(
             [[system.alpha], expectations, consts], [system.conjugate_updates[c] for c in conj]
         ),

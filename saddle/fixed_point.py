@@ -274,6 +274,20 @@ class SaddlePointSolver:
         updated = self.compiled.orders(conj, self.consts)
         return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), int((grad > 1e-7).sum()))
 
+    def free_entropy(self, params: np.ndarray, conjugates: np.ndarray, alpha: float) -> float:
+        """``Phi`` at the order parameters ``params`` and conjugates ``conjugates`` with this
+        solver's rule for ``E[M*]`` (THEORY.md sec. 3; all prox starts).
+
+        ``Phi`` is stationary at a fixed point, so evaluated at a fixed point found on another
+        (coarser) rule it gives ``eps_t = -Phi`` with this rule's quadrature error plus an
+        error of second order in the distance between the two rules' fixed points
+        (tests/test_quadrature.py measures it).
+        """
+        check_alpha(alpha)
+        _, value, _ = self.prox(params)
+        c = self.compiled
+        return float(c.trace(params, conjugates) + c.entropic(conjugates, self.consts) - alpha * (self.weights @ value))
+
     # ------------------------------------------------------------------ solving
     @staticmethod
     def residual_norm(params: np.ndarray, updated: np.ndarray) -> float:

@@ -3,11 +3,15 @@
 The prox (THEORY.md sec. 3) is the global minimiser of the non-convex Moreau envelope ``M``.
 Every start is refined by Newton's method with the Hessian shifted to be positive definite
 and an Armijo backtracking line search; the lowest ``M`` over starts is kept per node.
+
+The kernels are written here once, as templates in plain Python over the placeholder names
+below (``K``, ``SIZE``, ``envelope``, ``derivatives``, ``integrand``). For every model,
+:mod:`saddle.codegen` copies their source into a generated module next to that model's
+compiled integrands and jits it there, so that numba can cache the machine code on disk.
+The templates are never called themselves (tests/test_replica.py runs the compiled ones).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -16,8 +20,27 @@ import numpy as np
 #: floating-point floor along the Newton direction, or a direction that does not descend).
 _MAX_HALVINGS = 12
 
+# ---------------------------------------------------------------- placeholders, bound per model
+K = 1  # number of prox variables z
+SIZE = 1  # number of integrands of an integral kernel
 
-@numba.njit(error_model="numpy")
+
+def envelope(z, node, params, consts):  # pragma: no cover - placeholder
+    """``M(z; node)``."""
+    raise NotImplementedError
+
+
+def derivatives(z, node, params, consts, out):  # pragma: no cover - placeholder
+    """Gradient (``K``) and then Hessian (``K*K``, row-major) of ``M`` in ``z``, into ``out``."""
+    raise NotImplementedError
+
+
+def integrand(*arrays_then_out):  # pragma: no cover - placeholder
+    """``SIZE`` integrands at one node, into the last argument."""
+    raise NotImplementedError
+
+
+# ---------------------------------------------------------------- helpers (copied as they are)
 def _max_abs(a, k):  # pragma: no cover - compiled
     """``max_j |a_j|`` over the first ``k`` entries (the gradient part of a derivatives buffer)."""
     largest = 0.0
@@ -26,7 +49,6 @@ def _max_abs(a, k):  # pragma: no cover - compiled
     return largest
 
 
-@numba.njit(error_model="numpy")
 def _newton_direction(h, g, k):  # pragma: no cover - compiled
     """``-(H + shift I)^{-1} g`` with the smallest shift making ``H + shift I`` positive definite."""
     scale = 0.0
@@ -48,114 +70,102 @@ def _newton_direction(h, g, k):  # pragma: no cover - compiled
     return -np.linalg.solve(hm + shift * np.eye(k), g)
 
 
-def make_prox_kernel(envelope: Callable, derivatives: Callable, k: int) -> Callable:
-    """``kernel(nodes (D,N), params, consts, starts (S,k,N), tol, maxit) -> (z, value, grad_norm)``.
-
-    ``derivatives(z, node, params, consts, out)`` writes the gradient (``k``) and then the
-    Hessian (``k*k``, row-major) of the envelope into ``out``.
-    """
-
-    @numba.njit(error_model="numpy")
-    def refine(z, node, params, consts, tol, maxit):  # pragma: no cover - compiled
-        gh = np.empty(k + k * k)
-        gh_trial = np.empty(k + k * k)
-        trial = np.empty(k)
-        value = envelope(z, node, params, consts)
-        derivatives(z, node, params, consts, gh)
-        for _ in range(maxit if np.isfinite(value) else 0):
-            g = gh[:k]
-            h = gh[k:]
-            gmax = _max_abs(gh, k)
-            if not gmax > tol:
+# ---------------------------------------------------------------- the prox
+def refine(z, node, params, consts, tol, maxit):  # pragma: no cover - compiled
+    """Newton from ``z`` (updated in place) at one node: ``(M, max |grad M|)`` at the end."""
+    gh = np.empty(K + K * K)
+    gh_trial = np.empty(K + K * K)
+    trial = np.empty(K)
+    value = envelope(z, node, params, consts)
+    derivatives(z, node, params, consts, gh)
+    for _ in range(maxit if np.isfinite(value) else 0):
+        g = gh[:K]
+        h = gh[K:]
+        gmax = _max_abs(gh, K)
+        if not gmax > tol:
+            break
+        if not np.all(np.isfinite(h)):
+            break  # invalid parameters (e.g. q < 0): the caller sees a non-finite map
+        step = _newton_direction(h, g, K)
+        # cap the step: the envelope varies on the scale of |z| + 1
+        norm_step = np.sqrt((step * step).sum())
+        cap = 2.0 * (1.0 + np.sqrt((z * z).sum()))
+        if norm_step > cap:
+            step *= cap / norm_step
+        slope = (g * step).sum()
+        t = 1.0
+        accepted = False
+        for _ in range(_MAX_HALVINGS):
+            for j in range(K):
+                trial[j] = z[j] + t * step[j]
+            tv = envelope(trial, node, params, consts)
+            if tv < value + 1e-4 * t * slope:
+                accepted = True
                 break
-            if not np.all(np.isfinite(h)):
-                break  # invalid parameters (e.g. q < 0): the caller sees a non-finite map
-            step = _newton_direction(h, g, k)
-            # cap the step: the envelope varies on the scale of |z| + 1
-            norm_step = np.sqrt((step * step).sum())
-            cap = 2.0 * (1.0 + np.sqrt((z * z).sum()))
-            if norm_step > cap:
-                step *= cap / norm_step
-            slope = (g * step).sum()
-            t = 1.0
-            accepted = False
-            for _ in range(_MAX_HALVINGS):
-                for j in range(k):
-                    trial[j] = z[j] + t * step[j]
-                tv = envelope(trial, node, params, consts)
-                if tv < value + 1e-4 * t * slope:
-                    accepted = True
-                    break
-                t *= 0.5
-            if not accepted:
-                # M is at its floating-point floor along the Newton direction: below it only
-                # the gradient still resolves the minimum, so take the full Newton step if it
-                # halves the gradient (the quadratic-convergence regime), and stop otherwise
-                for j in range(k):
-                    trial[j] = z[j] + step[j]
-                derivatives(trial, node, params, consts, gh_trial)
-                if not _max_abs(gh_trial, k) < 0.5 * gmax:
-                    break
-                z[:] = trial
-                value = envelope(trial, node, params, consts)
-                gh[:] = gh_trial
-                continue
+            t *= 0.5
+        if not accepted:
+            # M is at its floating-point floor along the Newton direction: below it only
+            # the gradient still resolves the minimum, so take the full Newton step if it
+            # halves the gradient (the quadratic-convergence regime), and stop otherwise
+            for j in range(K):
+                trial[j] = z[j] + step[j]
+            derivatives(trial, node, params, consts, gh_trial)
+            if not _max_abs(gh_trial, K) < 0.5 * gmax:
+                break
             z[:] = trial
-            value = tv
-            derivatives(z, node, params, consts, gh)
-        return value, _max_abs(gh, k)
-
-    @numba.njit(parallel=True, error_model="numpy")
-    def kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover - compiled
-        n_starts, _, n = starts.shape
-        z_best = np.empty((k, n))
-        v_best = np.empty(n)
-        g_best = np.empty(n)
-        for i in numba.prange(n):
-            node = nodes[:, i].copy()
-            best = np.inf
-            z = np.empty(k)
-            for s in range(n_starts):
-                for j in range(k):
-                    z[j] = starts[s, j, i]
-                value, gmax = refine(z, node, params, consts, tol, maxit)
-                if value < best:
-                    best = value
-                    z_best[:, i] = z
-                    g_best[i] = gmax
-            v_best[i] = best
-        return z_best, v_best, g_best
-
-    return kernel
+            value = envelope(trial, node, params, consts)
+            gh[:] = gh_trial
+            continue
+        z[:] = trial
+        value = tv
+        derivatives(z, node, params, consts, gh)
+    return value, _max_abs(gh, K)
 
 
-def make_integral_kernel(integrand: Callable, size: int, needs_z: bool) -> Callable:
-    """Weighted sums of an integrand over nodes, ``-> (size,)``:
-    ``kernel(z (k,N), nodes, weights, params, consts)`` if ``needs_z`` else
-    ``kernel(nodes, weights, params, consts)``."""
+def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover - compiled
+    """``(z (K, N), M (N,), |grad M| (N,))``: the lowest of the refined ``starts (S, K, N)``."""
+    n_starts, _, n = starts.shape
+    z_best = np.empty((K, n))
+    v_best = np.empty(n)
+    g_best = np.empty(n)
+    for i in numba.prange(n):
+        node = nodes[:, i].copy()
+        best = np.inf
+        z = np.empty(K)
+        for s in range(n_starts):
+            for j in range(K):
+                z[j] = starts[s, j, i]
+            value, gmax = refine(z, node, params, consts, tol, maxit)
+            if value < best:
+                best = value
+                z_best[:, i] = z
+                g_best[i] = gmax
+        v_best[i] = best
+    return z_best, v_best, g_best
 
-    if needs_z:
 
-        @numba.njit(parallel=True, error_model="numpy")
-        def kernel(z, nodes, weights, params, consts):  # pragma: no cover - compiled
-            n = nodes.shape[1]
-            partial = np.zeros((n, size))
-            for i in numba.prange(n):
-                out = np.empty(size)
-                integrand(z[:, i].copy(), nodes[:, i].copy(), params, consts, out)
-                partial[i] = weights[i] * out
-            return partial.sum(axis=0)
+# ---------------------------------------------------------------- weighted sums over nodes
+def integral_kernel_z(z, nodes, weights, params, consts):  # pragma: no cover - compiled
+    """``sum_i w_i integrand(z_i, n_i)`` -> ``(SIZE,)``."""
+    n = nodes.shape[1]
+    partial = np.zeros((n, SIZE))
+    for i in numba.prange(n):
+        out = np.empty(SIZE)
+        integrand(z[:, i].copy(), nodes[:, i].copy(), params, consts, out)
+        partial[i] = weights[i] * out
+    return partial.sum(axis=0)
 
-    else:
 
-        @numba.njit(parallel=True, error_model="numpy")
-        def kernel(nodes, weights, params, consts):  # pragma: no cover - compiled
-            n = nodes.shape[1]
-            partial = np.zeros((n, size))
-            for i in numba.prange(n):
-                out = np.empty(size)
-                integrand(nodes[:, i].copy(), params, consts, out)
-                partial[i] = weights[i] * out
-            return partial.sum(axis=0)
+def integral_kernel(nodes, weights, params, consts):  # pragma: no cover - compiled
+    """``sum_i w_i integrand(n_i)`` -> ``(SIZE,)`` (an integrand without the prox)."""
+    n = nodes.shape[1]
+    partial = np.zeros((n, SIZE))
+    for i in numba.prange(n):
+        out = np.empty(SIZE)
+        integrand(nodes[:, i].copy(), params, consts, out)
+        partial[i] = weights[i] * out
+    return partial.sum(axis=0)
 
-    return kernel
+
+#: Templates every generated module holds, in dependency order: the helpers, then the prox.
+PROX_TEMPLATES = (_max_abs, _newton_direction, refine, prox_kernel)

@@ -86,3 +86,22 @@ def test_default_rule_is_within_its_stated_error(reference_traces, paper_solver,
     for estimate in estimates:
         assert abs(estimate - default.train_loss) / default.train_loss < DEFAULT_TRAIN_LOSS_ERROR
     assert abs(estimates[0] - estimates[1]) / default.train_loss < DEFAULT_TRAIN_LOSS_ERROR
+
+
+@pytest.mark.parametrize("branch", [POSITIONAL, SEMANTIC])
+def test_free_entropy_is_stationary_at_a_fixed_point(reference_traces, paper_solver, branch):
+    """Phi on the default rule at the fixed point of a coarser rule (Gauss-Hermite 12) is much
+    closer to the default rule's own eps_t than the coarse rule's eps_t is: the error is of
+    second order in the distance between the fixed points (THEORY.md sec. 4: the fixed point
+    is a stationary point of Phi). At the default rule's own fixed point it is its eps_t."""
+    alpha = 1.25
+    start = min(reference_traces[branch.name].converged(), key=lambda p: abs(p.alpha - alpha))
+    default, _ = paper_solver.solve(alpha, branch, initial=start.values)
+    coarse_solver = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(12)))
+    coarse, _ = coarse_solver.solve(alpha, branch, initial=default.values)
+    assert default.converged and coarse.converged
+    own = -paper_solver.free_entropy(default.values, default.conjugates, alpha)
+    assert own == pytest.approx(default.train_loss, rel=1e-12)
+    cross = -paper_solver.free_entropy(coarse.values, coarse.conjugates, alpha)
+    assert abs(coarse.train_loss - default.train_loss) > 1e-4 * default.train_loss
+    assert abs(cross - default.train_loss) < 0.1 * abs(coarse.train_loss - default.train_loss)

@@ -64,7 +64,7 @@ def test_classification_keeps_row_order_and_index():
     assert classified.index.tolist() == [5, 3, 9]
 
 
-def test_branch_overlaps_interpolate_converged_points_only():
+def test_branch_overlaps_interpolate_converged_points_and_are_absent_beyond_a_branch():
     branches = pd.DataFrame(
         {
             "branch": ["positional", "positional", "semantic", "semantic", "semantic"],
@@ -74,9 +74,11 @@ def test_branch_overlaps_interpolate_converged_points_only():
             "converged": [True, True, True, True, False],
         }
     )
-    overlaps = branch_overlaps(branches, [1.5, 3.0])
-    np.testing.assert_allclose(overlaps["m_positional"], [0.25, 0.3])
-    np.testing.assert_allclose(overlaps["theta_semantic"], [0.15, 0.2])
+    overlaps = branch_overlaps(branches, [1.0, 1.5, 3.0, 0.5])
+    np.testing.assert_allclose(overlaps["m_positional"], [0.2, 0.25, np.nan, np.nan])
+    np.testing.assert_allclose(overlaps["theta_semantic"], [0.1, 0.15, np.nan, np.nan])
+    runs = pd.DataFrame({"alpha": [3.0, 3.0], "d": [400, 400], "m": [0.3, 0.0], "theta": [0.0, 0.2]})
+    assert classify_basin(runs, overlaps)["basin"].tolist() == ["neither", "neither"]
     assert branch_overlaps(branches[branches["branch"] == "semantic"], [1.5])["m_positional"].isna().all()
 
 

@@ -1,0 +1,88 @@
+"""Generated kernel modules: correct code, one file per distinct source, machine code cached
+on disk so that a new process does not compile the same model again (saddle/codegen.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from saddle.codegen import ModuleSource, cache_directory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BUILD = """
+import json, sys
+import numpy as np, sympy as sp
+from saddle.codegen import ModuleSource
+x, y = sp.symbols("x y", real=True)
+source = ModuleSource(prox_dimension=1, halvings=3)
+source.scalar("f", [("a", [x, y])], sp.exp(x) * y + x**2)
+module = source.load()
+value = module.f(np.array([0.5, 2.0]))
+stats = module.f.stats
+print(json.dumps({"value": value, "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}))
+"""
+
+
+def _run(script: str, env: dict[str, str]) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def _source(expr: sp.Expr) -> ModuleSource:
+    x, y = sp.symbols("x y", real=True)
+    source = ModuleSource(prox_dimension=1, halvings=3)
+    source.scalar("f", [("a", [x, y])], expr)
+    source.vector("g", [("a", [x, y])], [x * y, sp.sin(x)])
+    return source
+
+
+def test_generated_functions_evaluate_their_expressions(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    x, y = sp.symbols("x y", real=True)
+    module = _source(sp.exp(x) * y + x**2).load()
+    assert module.f(np.array([0.5, 2.0])) == pytest.approx(np.exp(0.5) * 2.0 + 0.25, rel=1e-14)
+    out = np.empty(2)
+    module.g(np.array([0.5, 2.0]), out)
+    np.testing.assert_allclose(out, [1.0, np.sin(0.5)], rtol=1e-14)
+    assert module.K == 1 and module._MAX_HALVINGS == 3
+
+
+def test_one_module_file_per_distinct_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    assert cache_directory() == tmp_path
+    x, y = sp.symbols("x y", real=True)
+    first = _source(x + y).load()
+    again = _source(x + y).load()
+    other = _source(x - y).load()
+    assert again is first and other is not first
+    assert len(list(tmp_path.glob("kernels_*.py"))) == 2
+    assert Path(first.__file__).read_text() == _source(x + y).text
+
+
+def test_a_new_process_loads_the_machine_code_from_the_cache(tmp_path):
+    """The first process compiles (a cache miss), the second loads it (a hit, no miss)."""
+    env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    runs = [_run(BUILD, env) for _ in (1, 2)]
+    assert runs[0]["value"] == pytest.approx(np.exp(0.5) * 2.0 + 0.25, rel=1e-14)
+    assert runs[0]["misses"] >= 1 and runs[0]["hits"] == 0
+    assert runs[1]["hits"] >= 1 and runs[1]["misses"] == 0
+    assert runs[1]["value"] == runs[0]["value"]
+    assert list((tmp_path / "__pycache__").glob("kernels_*.nbi"))
+
+
+def test_a_cache_path_that_cannot_be_a_directory_falls_back_to_a_private_one(tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(blocked))
+    x, y = sp.symbols("x y", real=True)
+    module = _source(3 * x + y).load()
+    assert module.f(np.array([1.0, 1.0])) == 4.0
+    assert Path(module.__file__).parent != blocked and Path(module.__file__).exists()
