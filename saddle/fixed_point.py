@@ -24,6 +24,7 @@ import numpy as np
 import scipy.optimize
 
 from saddle.compiled import CompiledSystem
+from saddle.line_correction import LineCorrection
 from saddle.quadrature import GaussHermite, QuadratureRule
 from saddle.symmetry import Fold, envelope_symmetries, fold_nodes
 from saddle.validation import check_alpha
@@ -85,6 +86,7 @@ class SolverSettings:
     damping: float = 0.5
     prox: ProxSettings = ProxSettings()
     fold_symmetries: bool = True
+    line_correction: bool = True
 
     def __post_init__(self) -> None:
         if self.conjugate_form not in ("score", "envelope"):
@@ -107,7 +109,8 @@ class FixedPoint:
     conjugates: np.ndarray
     free_entropy: float  # Phi
     train_loss: float  # eps_t = -Phi
-    energy: float  # alpha E[l(prox, h*)] + E[R]/d, must equal train_loss
+    energy: float  # alpha E[l(prox, h*)] + E[R]/d on the rule, must equal train_loss - line_correction
+    line_correction: float  # kink correction in eps_t (saddle/line_correction.py); 0 if off or unconverged
     test_error: float  # eps_g
     residual: float  # max |F(x) - x| / (1 + |x|) over the branch's free order parameters
     symmetry_defect: float  # max |F(x)| over the parameters the branch holds at zero
@@ -135,6 +138,7 @@ class FixedPoint:
             free_entropy=float(row["free_entropy"]),
             train_loss=float(row["train_loss"]),
             energy=float(row["energy"]),
+            line_correction=float(row.get("line_correction", 0.0)),
             test_error=float(row["test_error"]),
             residual=float(row["residual"]),
             symmetry_defect=float(row["symmetry_defect"]),
@@ -154,6 +158,7 @@ class FixedPoint:
             free_entropy=self.free_entropy,
             train_loss=self.train_loss,
             energy=self.energy,
+            line_correction=self.line_correction,
             test_error=self.test_error,
             converged=self.converged,
             residual=self.residual,
@@ -176,6 +181,8 @@ class Evaluation:
     mean_envelope: float
     mean_loss: float
     prox_unconverged: int
+    z: np.ndarray  # the prox at every node
+    envelope_values: np.ndarray  # M* at every node
 
 
 class SaddlePointSolver:
@@ -195,6 +202,7 @@ class SaddlePointSolver:
         self._symmetric: dict[float, FixedPoint] = {}
         self._coarse: SaddlePointSolver | None = None
         self._folds: dict[tuple[bool, ...], Fold | None] = {}
+        self._lines: LineCorrection | None = None
 
     # ------------------------------------------------------------------ the map F
     def prox(self, params: np.ndarray, thorough: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -267,16 +275,42 @@ class SaddlePointSolver:
 
     def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
         """One application of the saddle-point map at ``params`` (``thorough``: all prox starts)."""
-        z, _, grad = self.prox(params, thorough)
+        z, value, grad = self.prox(params, thorough)
         form = self.compiled.score if self.settings.conjugate_form == "score" else self.compiled.energetic
         integrals = form(z, self.nodes, self.weights, params, self.consts)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
         updated = self.compiled.orders(conj, self.consts)
-        return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), int((grad > 1e-7).sum()))
+        unconverged = int((grad > 1e-7).sum())
+        return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), unconverged, z, value)
+
+    def kink_correction(self, params: np.ndarray, z: np.ndarray, values: np.ndarray) -> float:
+        """The correction of ``E[M*]`` for the kinks along lines (:mod:`saddle.line_correction`),
+        given the prox ``z`` and ``M*`` at every node; 0 unless ``line_correction`` is set and
+        the rule is a tensor Gauss-Hermite rule."""
+        rule = self.settings.quadrature
+        if not (self.settings.line_correction and isinstance(rule, GaussHermite)):
+            return 0.0
+        if self._lines is None:
+            self._lines = LineCorrection(self.nodes, self.weights, rule.order)
+        s = self.settings.prox
+
+        def prox_at(nodes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            found = self.compiled.prox(
+                np.ascontiguousarray(nodes),
+                params,
+                self.consts,
+                np.ascontiguousarray(starts),
+                s.gradient_tolerance,
+                s.max_iterations,
+            )
+            return found[0], found[1]
+
+        return self._lines(z, values, prox_at)
 
     def free_entropy(self, params: np.ndarray, conjugates: np.ndarray, alpha: float) -> float:
         """``Phi`` at the order parameters ``params`` and conjugates ``conjugates`` with this
-        solver's rule for ``E[M*]`` (THEORY.md sec. 3; all prox starts).
+        solver's rule for ``E[M*]`` (THEORY.md sec. 3; all prox starts; with the kink
+        correction if the settings ask for it, as in the reported eps_t).
 
         ``Phi`` is stationary at a fixed point, so evaluated at a fixed point found on another
         (coarser) rule it gives ``eps_t = -Phi`` with this rule's quadrature error plus an
@@ -284,9 +318,10 @@ class SaddlePointSolver:
         (tests/test_quadrature.py measures it).
         """
         check_alpha(alpha)
-        _, value, _ = self.prox(params)
+        z, value, _ = self.prox(params)
+        mean_envelope = self.weights @ value + self.kink_correction(params, z, value)
         c = self.compiled
-        return float(c.trace(params, conjugates) + c.entropic(conjugates, self.consts) - alpha * (self.weights @ value))
+        return float(c.trace(params, conjugates) + c.entropic(conjugates, self.consts) - alpha * mean_envelope)
 
     # ------------------------------------------------------------------ solving
     @staticmethod
@@ -514,12 +549,16 @@ class SaddlePointSolver:
     def _observe(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int) -> FixedPoint:
         ev = self.evaluate(params, alpha, thorough=True)
         c = self.compiled
-        phi = float(c.trace(params, ev.conjugates) + c.entropic(ev.conjugates, self.consts) - alpha * ev.mean_envelope)
-        energy = float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts))
-        test_error = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
         free = self.free_mask(branch)
         residual = self.residual_norm(params[free], ev.updated[free])
         defect = self.residual_norm(params[~free], ev.updated[~free])
+        converged = bool(residual <= self.settings.accept and np.all(np.isfinite(params)))
+        # the kink correction refines eps_t at a fixed point (Phi is stationary there only)
+        correction = alpha * self.kink_correction(params, ev.z, ev.envelope_values) if converged else 0.0
+        phi = float(c.trace(params, ev.conjugates) + c.entropic(ev.conjugates, self.consts) - alpha * ev.mean_envelope)
+        phi -= correction
+        energy = float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts))
+        test_error = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
         return FixedPoint(
             alpha=float(alpha),
             branch=branch.name,
@@ -530,10 +569,11 @@ class SaddlePointSolver:
             free_entropy=phi,
             train_loss=-phi,
             energy=energy,
+            line_correction=correction,
             test_error=test_error,
             residual=residual,
             symmetry_defect=defect,
-            converged=bool(residual <= self.settings.accept and np.all(np.isfinite(params))),
+            converged=converged,
             iterations=evaluations + 1,
             prox_unconverged=ev.prox_unconverged,
             quadrature=self.settings.quadrature.label,

@@ -1,0 +1,158 @@
+"""Kink correction of tensor Gauss-Hermite for ``E[M*]`` along lines of one node axis.
+
+``M*(n) = min_z M(z; n)`` is continuous, but where the prox changes basin it has a kink,
+and where the minimiser moves steeply (near a degenerate minimum) a near-kink; tensor
+Gauss-Hermite then converges only algebraically (THEORY.md sec. 6). The rule is a product of
+one-dimensional rules, so its error splits into the errors of the one-dimensional rule along
+the lines of one axis, weighted by the outer rule. Along a line, the error of the
+one-dimensional rule ``Q`` of order ``n`` (exact for polynomials of degree ``2n - 1``) has
+the Peano form
+
+    Q[f] - I[f] = -int B1(t) f''(t) dt,     B1(t) = I[(x - t)_+] - Q[(x - t)_+],
+
+valid for ``f`` whose second derivative is a measure (a kink is a delta in ``f''``). On an
+interval ``[a, b]`` between adjacent nodes where ``f`` has a feature, write
+``f'' = h + r`` with ``h`` the linear interpolation of ``f''`` between the (smooth) ends
+and ``r`` the feature. The ``h`` part belongs to a smooth function, which the rule integrates
+to its usual accuracy; the feature's part of the error is removed by adding
+
+    C = int_a^b B1 (f'' - h) dt
+      = [B1 f' - B1' f]_a^b + int_a^b phi (f - P) dt + int_a^b (phi P - B1 h) dt
+
+(two integrations by parts; ``B1'' = phi`` between nodes; ``P`` is the cubic Hermite
+interpolant of ``f`` on ``[a, b]``, subtracted so that the integrals that see the feature
+are small). The last integral is smooth (Gauss-Legendre); the middle one is computed on a
+fine composite rule with ``M*`` minimised from both ends' minimisers; ``f', f''`` at the
+ends are central differences of ``M*`` continued from the end's minimiser.
+
+Intervals with a feature are flagged where the prox ``z*`` is not consistent with a smooth
+path between the ends (its chord differs from the trapezoid of its end slopes by more than
+``flag_ratio`` of the chord), among the intervals whose Gaussian weight is at least
+``min_weight``. ``docs/validation.md`` and ``tests/test_line_correction.py`` measure it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.polynomial.hermite_e import hermegauss
+from numpy.polynomial.legendre import leggauss
+from scipy.stats import norm
+
+#: ``prox(nodes (D, N), starts (S, k, N)) -> (z (k, N), M (N,))`` at fixed order parameters.
+ProxAt = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class LineCorrection:
+    """The correction of ``E[M*]`` on a pruned tensor Gauss-Hermite rule (``nodes``,
+    ``weights`` of :class:`saddle.quadrature.GaussHermite` of ``order``) along ``axis``."""
+
+    nodes: np.ndarray
+    weights: np.ndarray
+    order: int
+    axis: int = 0
+    flag_ratio: float = 0.03
+    min_weight: float = 1e-5
+    step: float = 1e-3  # central differences of M* along the axis
+    panels: int = 2  # fine rule on a flagged interval: panels x 8-point Gauss-Legendre
+
+    @cached_property
+    def _line(self) -> tuple[np.ndarray, np.ndarray]:
+        """1D nodes and normalised weights of the rule along ``axis``."""
+        x, w = hermegauss(self.order)
+        return x, w / w.sum()
+
+    @cached_property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Indices ``(i, j)`` of nodes adjacent along ``axis`` (``j`` the next one up)."""
+        x, _ = self._line
+        index = np.searchsorted(x, self.nodes - 1e-9)
+        if not np.allclose(x[np.clip(index, 0, x.size - 1)], self.nodes, atol=1e-9, rtol=0):
+            raise ValueError("the nodes are not a tensor Gauss-Hermite grid of this order")
+        position = {tuple(column): n for n, column in enumerate(index.T)}
+        shifted = index.copy()
+        shifted[self.axis] += 1
+        j = np.array([position.get(tuple(column), -1) for column in shifted.T])
+        i = np.nonzero(j >= 0)[0]
+        return i, j[i]
+
+    def outer_weights(self, i: np.ndarray) -> np.ndarray:
+        """Weight of the line through node ``i`` (its weight without the ``axis`` factor)."""
+        x, w = self._line
+        return self.weights[i] / w[np.searchsorted(x, self.nodes[self.axis, i] - 1e-9)]
+
+    def flagged(self, z: np.ndarray, prox: ProxAt) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs whose interval holds a feature (see the module docstring)."""
+        i, j = self.pairs
+        shifted = self.nodes.copy()
+        shifted[self.axis] += 1e-5
+        z_shifted, _ = prox(shifted, z[None])
+        slope = (z_shifted - z) / 1e-5
+        t_i, t_j = self.nodes[self.axis, i], self.nodes[self.axis, j]
+        chord = z[:, j] - z[:, i]
+        mismatch = np.abs(chord - 0.5 * (t_j - t_i) * (slope[:, i] + slope[:, j])).max(axis=0)
+        suspicious = mismatch > self.flag_ratio * np.maximum(np.abs(chord).max(axis=0), 1e-3)
+        weight = self.outer_weights(i) * np.maximum(norm.pdf(t_i), norm.pdf(t_j)) * (t_j - t_i)
+        keep = suspicious & (weight >= self.min_weight)
+        return i[keep], j[keep]
+
+    def __call__(self, z: np.ndarray, values: np.ndarray, prox: ProxAt) -> float:
+        """The correction to add to the rule's ``E[M*]``, given the prox ``z`` and ``M*``
+        (``values``) at every node and the prox at the same order parameters."""
+        i, j = self.flagged(z, prox)
+        if i.size == 0:
+            return 0.0
+        a, b = self.nodes[self.axis, i], self.nodes[self.axis, j]
+        width = b - a
+
+        def envelope_at(t: np.ndarray, starts: list[np.ndarray]) -> np.ndarray:
+            points = self.nodes[:, i].copy()
+            points[self.axis] = t
+            return prox(points, np.stack(starts))[1]
+
+        ends = []
+        for t, node in ((a, i), (b, j)):
+            below, above = envelope_at(t - self.step, [z[:, node]]), envelope_at(t + self.step, [z[:, node]])
+            f = values[node]
+            ends.append((f, (above - below) / (2 * self.step), (above - 2 * f + below) / self.step**2))
+        (fa, da, ca), (fb, db, cb) = ends
+
+        def hermite(u: np.ndarray) -> np.ndarray:
+            return (
+                (2 * u**3 - 3 * u**2 + 1) * fa
+                + (u**3 - 2 * u**2 + u) * width * da
+                + (-2 * u**3 + 3 * u**2) * fb
+                + (u**3 - u**2) * width * db
+            )
+
+        smooth = np.zeros(i.size)
+        for x, w in zip(*leggauss(12), strict=True):
+            u = 0.5 * (x + 1)
+            t = a + width * u
+            smooth += 0.5 * width * w * (norm.pdf(t) * hermite(u) - self.peano(t) * ((1 - u) * ca + u * cb))
+        feature = np.zeros(i.size)
+        for panel in range(self.panels):
+            for x, w in zip(*leggauss(8), strict=True):
+                u = (panel + 0.5 * (x + 1)) / self.panels
+                t = a + width * u
+                value = envelope_at(t, [z[:, i], z[:, j]])
+                feature += 0.5 * width / self.panels * w * norm.pdf(t) * (value - hermite(u))
+        slope_inside = -norm.sf(a) + self.tail(b)  # B1' on (a, b), continued to a and b
+        boundary = self.peano(b) * db - (slope_inside + norm.sf(a) - norm.sf(b)) * fb
+        boundary -= self.peano(a) * da - slope_inside * fa
+        return float(self.outer_weights(i) @ (boundary + smooth + feature))
+
+    def peano(self, t: np.ndarray) -> np.ndarray:
+        """``B1(t) = I[(x - t)_+] - Q[(x - t)_+]``."""
+        x, w = self._line
+        exact = norm.pdf(t) - t * norm.sf(t)
+        return exact - (w[None, :] * np.maximum(x[None, :] - t[:, None], 0.0)).sum(axis=1)
+
+    def tail(self, t: np.ndarray) -> np.ndarray:
+        """``Q[x >= t]``: the rule's weight at and above ``t`` (a node)."""
+        x, w = self._line
+        return (w[None, :] * (x[None, :] >= t[:, None] - 1e-12)).sum(axis=1)
