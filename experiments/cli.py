@@ -28,7 +28,7 @@ from experiments.simulate_command import simulate
 from experiments.uninformed import uninformed
 from replica.declaration import paper_model
 from saddle.fixed_point import STANDARD_BRANCHES, ProxSettings, SolverSettings
-from saddle.quadrature import make_rule
+from saddle.quadrature import GaussHermite, make_rule
 
 app = typer.Typer(
     add_completion=False,
@@ -56,6 +56,9 @@ def scan(
     order: Annotated[int, typer.Option(help="Gauss-Hermite points per dimension, or log2 of the Sobol points.")] = 20,
     seed: Annotated[int, typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts.")] = 0,
     conjugate_form: Annotated[str, typer.Option(help="score (integration by parts) or envelope.")] = "score",
+    threshold_order: Annotated[
+        int, typer.Option(help="Gauss-Hermite order on which the root of alpha_l is solved (0: the scan's rule).")
+    ] = 32,
     overwrite: Annotated[bool, typer.Option(help="Discard a previous scan in OUT with other settings.")] = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
@@ -73,6 +76,7 @@ def scan(
             quadrature=make_rule(quadrature, order, seed),
             conjugate_form=conjugate_form,
             prox=ProxSettings(seed=seed),
+            threshold_quadrature=GaussHermite(threshold_order) if threshold_order else None,
         )
     except (*USER_ERRORS, UsageError, ValueError) as error:
         fail(error)
@@ -91,6 +95,7 @@ def scan(
             "order": order,
             "seed": seed,
             "conjugate_form": conjugate_form,
+            "threshold_order": threshold_order,
         },
     )
     try:

@@ -87,6 +87,7 @@ class SolverSettings:
     prox: ProxSettings = ProxSettings()
     fold_symmetries: bool = True
     line_correction: bool = True
+    threshold_quadrature: GaussHermite | None = GaussHermite(32)
 
     def __post_init__(self) -> None:
         if self.conjugate_form not in ("score", "envelope"):

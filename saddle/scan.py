@@ -8,7 +8,7 @@ incrementally), and ``known`` points from an interrupted run are reused.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from baseline.linear import LinearBaseline, linear_baseline
 from replica.declaration import AttentionModel
@@ -24,6 +24,7 @@ from saddle.fixed_point import (
     SaddlePointSolver,
     SolverSettings,
 )
+from saddle.quadrature import GaussHermite
 from saddle.thresholds import Threshold, critical_alpha, global_minimum, linear_threshold
 
 
@@ -67,5 +68,19 @@ def run_scan(
         )
     else:
         alpha_c = Threshold("alpha_c", float("nan"), None, "needs the positional and semantic branches")
-    alpha_l = linear_threshold(solver, [(b, traces[b.name]) for b in branches], baseline.test_error, alpha_c.value)
+    alpha_l = linear_threshold(
+        threshold_solver(model, solver.settings),
+        [(b, traces[b.name]) for b in branches],
+        baseline.test_error,
+        alpha_c.value,
+    )
     return ScanResult(traces, alpha_c, alpha_l, baseline)
+
+
+def threshold_solver(model: AttentionModel, settings: SolverSettings) -> SaddlePointSolver:
+    """The solver on which alpha_l's root is found: the settings' ``threshold_quadrature`` if
+    the scan's rule is a coarser Gauss-Hermite rule, else the scan's own."""
+    rule, finer = settings.quadrature, settings.threshold_quadrature
+    if finer is None or not isinstance(rule, GaussHermite) or rule.order >= finer.order:
+        return make_solver(model, settings)
+    return make_solver(model, replace(settings, quadrature=finer))

@@ -7,7 +7,9 @@
 
 Both are found by bracketing on the scanned grid and then Brent's method in alpha, where
 every evaluation solves the branches afresh at that alpha (continued from the bracket's
-ends), so a threshold is not limited by the grid spacing.
+ends), so a threshold is not limited by the grid spacing. alpha_l depends on the overlaps
+through the test error, and they converge more slowly with the quadrature order than eps_t
+(which carries the kink correction), so its root is solved on a finer rule by default.
 """
 
 from __future__ import annotations
@@ -123,7 +125,8 @@ def linear_threshold(
     xtol: float = 1e-7,
 ) -> Threshold:
     """Smallest alpha above which the global minimum beats the baseline's test error for
-    every larger scanned alpha. ``switch`` is where the global minimum changes branch
+    every larger scanned alpha; the root is solved with ``solver``, which may use a finer rule
+    than the scan (:func:`saddle.scan.threshold_solver`). ``switch`` is where the global minimum changes branch
     (``alpha_c``). NaN, with the reason in ``note``, if a solve inside the bracket fails."""
     try:
         return _linear_threshold(solver, branches, baseline_error, switch, xtol)
@@ -167,7 +170,7 @@ def _linear_threshold(
             b,
             xtol,
         )
-        return Threshold("alpha_l", value, (a, b), f"on the {hi.branch} branch")
+        return Threshold("alpha_l", value, (a, b), f"on the {hi.branch} branch ({solver.settings.quadrature.label})")
     # the global minimum changes branch inside the bracket, at alpha_c: the crossing is on the
     # upper branch above alpha_c, or at the switch itself
     branch, trace = by_name[hi.branch]
@@ -186,5 +189,7 @@ def _linear_threshold(
             xtol,
         )
         if value >= switch:
-            return Threshold("alpha_l", value, (a, b), f"on the {hi.branch} branch")
+            return Threshold(
+                "alpha_l", value, (a, b), f"on the {hi.branch} branch ({solver.settings.quadrature.label})"
+            )
     return Threshold("alpha_l", float(switch), (a, b), "at the change of global minimum (alpha_l = alpha_c)")

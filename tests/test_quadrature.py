@@ -21,7 +21,7 @@ from saddle.quadrature import (
     ScrambledSobol,
     make_rule,
 )
-from saddle.scan import make_solver
+from saddle.scan import make_solver, threshold_solver
 
 
 @pytest.mark.parametrize("order", [4, 9, 16])
@@ -113,3 +113,15 @@ def test_free_entropy_is_stationary_at_a_fixed_point(reference_traces, branch):
     cross = -fine_solver.free_entropy(coarse.values, coarse.conjugates, alpha)
     assert abs(coarse.train_loss - fine.train_loss) > 1e-4 * fine.train_loss
     assert abs(cross - fine.train_loss) < 0.1 * abs(coarse.train_loss - fine.train_loss)
+
+
+def test_alpha_l_is_solved_on_the_finer_threshold_rule_only_when_it_is_finer():
+    model = paper_model()
+    default = threshold_solver(model, SolverSettings())
+    assert default.settings.quadrature == GaussHermite(32)
+    for settings in (
+        SolverSettings(quadrature=GaussHermite(40)),
+        SolverSettings(quadrature=ScrambledSobol(12)),
+        SolverSettings(threshold_quadrature=None),
+    ):
+        assert threshold_solver(model, settings).settings.quadrature == settings.quadrature
