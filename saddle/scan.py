@@ -79,8 +79,9 @@ def run_scan(
 
 def threshold_solver(model: AttentionModel, settings: SolverSettings) -> SaddlePointSolver:
     """The solver on which alpha_l's root is found: the settings' ``threshold_quadrature`` if
-    the scan's rule is a coarser Gauss-Hermite rule, else the scan's own."""
+    the scan's rule is a coarser Gauss-Hermite rule, else the scan's own. (alpha_l needs only
+    the test error, so the finer solver skips the kink correction of eps_t.)"""
     rule, finer = settings.quadrature, settings.threshold_quadrature
     if finer is None or not isinstance(rule, GaussHermite) or rule.order >= finer.order:
         return make_solver(model, settings)
-    return make_solver(model, replace(settings, quadrature=finer))
+    return make_solver(model, replace(settings, quadrature=finer, line_correction=False))
