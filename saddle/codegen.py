@@ -54,14 +54,14 @@ class ModuleSource:
         header, renamed = _header(groups)
         lines, (result,) = _body([expr], renamed)
         signature = f"def {name}({', '.join(g for g, _ in groups)}):"
-        self._add(name, [signature, *header, *lines, f"    return {result}"])
+        self._add([signature, *header, *lines, f"    return {result}"])
 
     def vector(self, name: str, groups: Groups, exprs: Sequence[sp.Expr]) -> None:
         """``name(*arrays, out)`` writing ``exprs`` into the flat array ``out``."""
         header, renamed = _header(groups)
         lines, results = _body(exprs, renamed)
         writes = [f"    out[{i}] = {r}" for i, r in enumerate(results)]
-        self._add(name, [f"def {name}({', '.join(g for g, _ in groups)}, out):", *header, *lines, *writes])
+        self._add([f"def {name}({', '.join(g for g, _ in groups)}, out):", *header, *lines, *writes])
 
     def template(self, function: Callable, name: str | None = None, parallel: bool = False, **bindings: str) -> None:
         """The source of a :mod:`saddle.kernels` template, renamed to ``name`` and with each
@@ -71,11 +71,12 @@ class ModuleSource:
             source = re.sub(rf"\bdef {function.__name__}\(", f"def {name}(", source, count=1)
         for placeholder, value in bindings.items():
             source = re.sub(rf"\b{placeholder}\b", value, source)
-        decorator = f"@numba.njit(cache=True, error_model='numpy'{', parallel=True' if parallel else ''})"
-        self.parts.append(f"\n\n{decorator}\n{source.rstrip()}\n")
+        self._add(source.rstrip().splitlines(), parallel)
 
-    def _add(self, name: str, lines: list[str]) -> None:
-        self.parts.append("\n\n@numba.njit(cache=True, error_model='numpy')\n" + "\n".join(lines) + "\n")
+    def _add(self, lines: list[str], parallel: bool = False) -> None:
+        """A jitted (and disk-cached) function of the generated module."""
+        decorator = f"@numba.njit(cache=True, error_model='numpy'{', parallel=True' if parallel else ''})"
+        self.parts.append("\n\n" + decorator + "\n" + "\n".join(lines) + "\n")
 
     @property
     def text(self) -> str:

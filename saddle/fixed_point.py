@@ -226,12 +226,24 @@ class SaddlePointSolver:
             scale = np.sqrt(self._largest_response(params))
             shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
             starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
-        z, value, grad = self.compiled.prox(
-            nodes, params, self.consts, np.ascontiguousarray(starts), s.gradient_tolerance, s.max_iterations
-        )
+        z, value, grad = self.prox_from(nodes, params, starts)
         if fold is None:
             return z, value, grad
         return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
+
+    def prox_from(
+        self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The best of Newton refined from ``starts (S, k, N)`` at ``nodes (D, N)``: ``(z, M, |grad M|)``."""
+        s = self.settings.prox
+        return self.compiled.prox(
+            np.ascontiguousarray(nodes),
+            params,
+            self.consts,
+            np.ascontiguousarray(starts),
+            s.gradient_tolerance,
+            s.max_iterations,
+        )
 
     def fold(self, params: np.ndarray) -> Fold | None:
         """The fold of the rule under the envelope's symmetries at overlaps with the zero
@@ -293,20 +305,7 @@ class SaddlePointSolver:
             return 0.0
         if self._lines is None:
             self._lines = LineCorrection(self.nodes, self.weights, rule.order)
-        s = self.settings.prox
-
-        def prox_at(nodes: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            found = self.compiled.prox(
-                np.ascontiguousarray(nodes),
-                params,
-                self.consts,
-                np.ascontiguousarray(starts),
-                s.gradient_tolerance,
-                s.max_iterations,
-            )
-            return found[0], found[1]
-
-        return self._lines(z, values, prox_at)
+        return self._lines(z, values, lambda nodes, starts: self.prox_from(nodes, params, starts)[:2])
 
     def free_entropy(self, params: np.ndarray, conjugates: np.ndarray, alpha: float) -> float:
         """``Phi`` at the order parameters ``params`` and conjugates ``conjugates`` with this
@@ -320,7 +319,10 @@ class SaddlePointSolver:
         """
         check_alpha(alpha)
         z, value, _ = self.prox(params)
-        mean_envelope = self.weights @ value + self.kink_correction(params, z, value)
+        return self._phi(params, conjugates, alpha, self.weights @ value + self.kink_correction(params, z, value))
+
+    def _phi(self, params: np.ndarray, conjugates: np.ndarray, alpha: float, mean_envelope: float) -> float:
+        """``Phi`` (THEORY.md sec. 3) given ``E[M*]``."""
         c = self.compiled
         return float(c.trace(params, conjugates) + c.entropic(conjugates, self.consts) - alpha * mean_envelope)
 
@@ -555,9 +557,9 @@ class SaddlePointSolver:
         defect = self.residual_norm(params[~free], ev.updated[~free])
         converged = bool(residual <= self.settings.accept and np.all(np.isfinite(params)))
         # the kink correction refines eps_t at a fixed point (Phi is stationary there only)
-        correction = alpha * self.kink_correction(params, ev.z, ev.envelope_values) if converged else 0.0
-        phi = float(c.trace(params, ev.conjugates) + c.entropic(ev.conjugates, self.consts) - alpha * ev.mean_envelope)
-        phi -= correction
+        kink = self.kink_correction(params, ev.z, ev.envelope_values) if converged else 0.0
+        phi = self._phi(params, ev.conjugates, alpha, ev.mean_envelope + kink)
+        correction = alpha * kink
         energy = float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts))
         test_error = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
         return FixedPoint(

@@ -158,6 +158,7 @@ def _linear_threshold(
     a, b = alphas[i - 1], alphas[i]
     by_name = {br.name: (br, tr) for br, tr in branches}
     lo, hi = best[a], best[b]
+    on_branch = f"on the {hi.branch} branch ({solver.settings.quadrature.label})"
     if lo.branch == hi.branch:
         branch, trace = by_name[hi.branch]
         solve = _BranchSolver(solver, branch, lo, hi)
@@ -170,7 +171,7 @@ def _linear_threshold(
             b,
             xtol,
         )
-        return Threshold("alpha_l", value, (a, b), f"on the {hi.branch} branch ({solver.settings.quadrature.label})")
+        return Threshold("alpha_l", value, (a, b), on_branch)
     # the global minimum changes branch inside the bracket, at alpha_c: the crossing is on the
     # upper branch above alpha_c, or at the switch itself
     branch, trace = by_name[hi.branch]
@@ -189,7 +190,5 @@ def _linear_threshold(
             xtol,
         )
         if value >= switch:
-            return Threshold(
-                "alpha_l", value, (a, b), f"on the {hi.branch} branch ({solver.settings.quadrature.label})"
-            )
+            return Threshold("alpha_l", value, (a, b), on_branch)
     return Threshold("alpha_l", float(switch), (a, b), "at the change of global minimum (alpha_l = alpha_c)")
