@@ -50,7 +50,6 @@ from experiments.figures import save_figure
 from experiments.simulation import SimulationSettings, simulate  # noqa: E402
 from experiments.simulation_figures import INIT_STYLE  # noqa: E402
 from experiments.storage import write_json, write_table  # noqa: E402
-from replica.declaration import paper_model  # noqa: E402
 from saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver  # noqa: E402
 from saddle.scan import make_solver  # noqa: E402
 
@@ -215,8 +214,11 @@ def finite_size(
     """
     try:
         grid = parse_dims(dims)
-        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
-        base = SimulationSettings(
+        model, base = SimulationSettings.of_paper_model(
+            omega,
+            sigma,
+            lam,
+            parse_matrix(a_matrix),
             d=grid[0],
             alphas=(float(alpha),),
             seeds=seeds,
@@ -225,10 +227,6 @@ def finite_size(
             max_steps=max_steps,
             tolerance=tolerance,
             n_test=n_test,
-            omega=omega,
-            sigma=sigma,
-            lam=lam,
-            A=model.teacher.positional,
         )
         for d in grid:
             replace(base, d=d).validate()

@@ -30,7 +30,6 @@ from experiments.cli_common import (
 from experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate_to
 from experiments.simulation_figures import simulation_figure
 from experiments.storage import write_json, write_table
-from replica.declaration import paper_model
 
 
 def simulate(
@@ -64,9 +63,12 @@ def simulate(
     they finish; rerunning the same command resumes.
     """
     try:
-        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
         grid = parse_alphas(alphas)
-        settings = SimulationSettings(
+        model, settings = SimulationSettings.of_paper_model(
+            omega,
+            sigma,
+            lam,
+            parse_matrix(a_matrix),
             d=d,
             alphas=tuple(float(a) for a in grid),
             seeds=seeds,
@@ -76,11 +78,8 @@ def simulate(
             max_steps=max_steps,
             tolerance=tolerance,
             n_test=n_test,
-            omega=omega,
-            sigma=sigma,
-            lam=lam,
-            A=model.teacher.positional,
-        ).validate()
+        )
+        settings.validate()
         if theory is not None and not (theory / "branches.csv").exists():
             raise UsageError(f"theory must be a scan's output directory with branches.csv; got {theory}")
     except (*USER_ERRORS, UsageError, ValueError) as error:

@@ -44,6 +44,7 @@ import pandas as pd
 import torch
 
 from experiments.storage import read_json, write_json, write_table
+from replica.declaration import AttentionModel, paper_model
 
 L = 2
 INITS = ("positional", "semantic", "random")
@@ -153,6 +154,15 @@ class SimulationSettings:
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
+
+    @classmethod
+    def of_paper_model(
+        cls, omega: float, sigma: float, lam: float, positional: Sequence[Sequence[float]], **training: object
+    ) -> tuple[AttentionModel, SimulationSettings]:
+        """The paper's model with these numbers (THEORY.md sec. 6) and settings that simulate that
+        same model, with the ``training`` options (not validated yet)."""
+        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=positional)
+        return model, cls(omega=omega, sigma=sigma, lam=lam, A=model.teacher.positional, **training)
 
     def samples(self, alpha: float) -> int:
         """``n = round(alpha d)``."""

@@ -47,7 +47,6 @@ from experiments.figures import (
 )
 from experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate  # noqa: E402
 from experiments.storage import write_json, write_table  # noqa: E402
-from replica.declaration import paper_model  # noqa: E402
 from saddle.continuation import trace_branch  # noqa: E402
 from saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver  # noqa: E402
 from saddle.scan import make_solver  # noqa: E402
@@ -127,8 +126,11 @@ def uninformed(
     OUT/run.json (settings, seeds, the theory's overlaps, versions, timings).
     """
     try:
-        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
-        settings = SimulationSettings(
+        model, settings = SimulationSettings.of_paper_model(
+            omega,
+            sigma,
+            lam,
+            parse_matrix(a_matrix),
             d=d,
             alphas=tuple(float(a) for a in parse_alphas(alphas)),
             seeds=seeds,
@@ -137,11 +139,8 @@ def uninformed(
             lr=lr,
             max_steps=max_steps,
             n_test=n_test,
-            omega=omega,
-            sigma=sigma,
-            lam=lam,
-            A=model.teacher.positional,
-        ).validate()
+        )
+        settings.validate()
     except (*USER_ERRORS, UsageError, ValueError) as error:
         fail(error)
 
