@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from replica.saddle_equations import ReplicaSystem
-from saddle.quadrature import GaussHermite, QuadratureRule
+from attnphase.replica.saddle_equations import ReplicaSystem
+from attnphase.saddle.quadrature import GaussHermite, QuadratureRule
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from replica.declaration import paper_model
-from saddle.continuation import trace_branch
-from saddle.fixed_point import POSITIONAL, SEMANTIC, STANDARD_BRANCHES, SolverSettings
-from saddle.quadrature import GaussHermite, ScrambledSobol
-from saddle.scan import make_solver, run_scan
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.continuation import trace_branch
+from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, STANDARD_BRANCHES, SolverSettings
+from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
+from attnphase.saddle.scan import make_solver, run_scan
 
 RULES = [
     GaussHermite(12),

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from replica.declaration import paper_model
-from replica.saddle_equations import derive
-from saddle.compiled import compile_system
-from saddle.fixed_point import SEMANTIC, SolverSettings
-from saddle.scan import make_solver, run_scan
+from attnphase.replica.declaration import paper_model
+from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.compiled import compile_system
+from attnphase.saddle.fixed_point import SEMANTIC, SolverSettings
+from attnphase.saddle.scan import make_solver, run_scan
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
 TARGET_SCAN_SECONDS = 60.0
@@ -66,7 +66,7 @@ def main() -> None:
     results["alpha_c"] = scan.alpha_c.value
     results["alpha_l"] = scan.alpha_l.value
     with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "experiments.cli", "scan", "--out", out]
+        command = [sys.executable, "-m", "attnphase", "scan", "--out", out]
         _, results["cli_scan_seconds"] = timed(lambda: subprocess.run(command, check=True, capture_output=True))
     results["cli_scan_within_target"] = results["cli_scan_seconds"] <= TARGET_SCAN_SECONDS
     results["load_average_at_end"] = os.getloadavg()

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from experiments.simulation import SimulationSettings, simulate
+from attnphase.experiments.simulation import SimulationSettings, simulate
 
 CURVE_ALPHAS = tuple(np.round(0.25 * np.arange(1, 11), 10).tolist())
 BLOCK_ALPHA = 1.5

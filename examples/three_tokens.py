@@ -1,7 +1,7 @@
 """A new variant without new solver code: three tokens, two positional directions, and a
 token with a different variance. Run: python examples/three_tokens.py"""
 
-from replica.declaration import (
+from attnphase.replica.declaration import (
     AttentionModel,
     DotProductAttention,
     GaussianTokens,
@@ -9,10 +9,10 @@ from replica.declaration import (
     PositionalEncodings,
     Ridge,
 )
-from replica.saddle_equations import derive, latex
-from saddle.fixed_point import SEMANTIC, SolverSettings
-from saddle.quadrature import GaussHermite
-from saddle.scan import make_solver
+from attnphase.replica.saddle_equations import derive, latex
+from attnphase.saddle.fixed_point import SEMANTIC, SolverSettings
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.scan import make_solver
 
 model = AttentionModel(
     # token 3 has twice the variance of tokens 1 and 2: two covariance classes

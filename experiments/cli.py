@@ -1,40 +1,53 @@
-"""The ``attnphase`` command line."""
+"""The ``attnphase`` command line: a thin layer over the public API.
+
+Each command reads its options, builds the paper's model (:func:`attnphase.paper_model`) and calls
+the function of the same name (:func:`attnphase.scan`, :func:`attnphase.simulate`, ...), which
+computes, writes its tables, figure and ``run.json`` into ``--out`` and returns the result whose
+summary is printed. Bad input is reported in one line with exit status 2.
+"""
 
 from __future__ import annotations
 
-import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from tqdm import tqdm
 
-from experiments.cli_common import (
+from attnphase.experiments.cli_common import (
     USER_ERRORS,
+    Dimension,
     Lambda,
     Omega,
     PositionalTarget,
+    SampleComplexities,
     Sigma,
-    UsageError,
+    TestSamples,
+    Tolerance,
     fail,
-    parse_alphas,
-    parse_matrix,
-    versions,
 )
-from experiments.finite_size import finite_size
-from experiments.histogram_command import histogram
-from experiments.simulate_command import simulate
-from experiments.uninformed import uninformed
-from replica.declaration import paper_model
-from saddle.fixed_point import STANDARD_BRANCHES, ProxSettings, SolverSettings
-from saddle.quadrature import GaussHermite, make_rule
+from attnphase.experiments.parsing import parse_matrix
+from attnphase.replica.declaration import AttentionModel, paper_model
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Replica theory of a solvable model of dot-product attention: scans, thresholds, figures.",
 )
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Report a bad option value (or an output directory holding another run) in one line, exit 2."""
+    try:
+        yield
+    except (*USER_ERRORS, ValueError, FileExistsError) as error:
+        fail(error)
+
+
+def _model(omega: float, sigma: float, lam: float, a_matrix: str) -> AttentionModel:
+    with user_errors():
+        return paper_model(omega=omega, sigma=sigma, lam=lam, A=parse_matrix(a_matrix))
 
 
 @app.callback()
@@ -64,53 +77,26 @@ def scan(
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
 
     Writes OUT/branches.csv (one row per alpha and branch), OUT/thresholds.csv, OUT/run.json
-    (settings, seeds, versions, timings) and OUT/scan.png, OUT/scan.pdf. Points are saved as
+    (model, options, seeds, versions, timings) and OUT/scan.png, OUT/scan.pdf. Points are saved as
     they are computed; rerunning the same command resumes an interrupted scan.
     """
-    from experiments.scan_job import ScanJob
+    from attnphase.experiments.scan_study import scan as run
 
-    try:
-        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
-        grid = parse_alphas(alphas)
-        settings = SolverSettings(
-            quadrature=make_rule(quadrature, order, seed),
+    model = _model(omega, sigma, lam, a_matrix)
+    with user_errors():
+        result = run(
+            model,
+            alphas,
+            quadrature=quadrature,
+            order=order,
+            seed=seed,
             conjugate_form=conjugate_form,
-            prox=ProxSettings(seed=seed),
-            threshold_quadrature=GaussHermite(threshold_order) if threshold_order else None,
+            threshold_order=threshold_order,
+            out=out,
+            overwrite=overwrite,
+            progress=None,
         )
-    except (*USER_ERRORS, UsageError, ValueError) as error:
-        fail(error)
-    job = ScanJob(
-        out,
-        model,
-        grid,
-        settings,
-        {
-            "omega": omega,
-            "sigma": sigma,
-            "lambda": lam,
-            "A": a_matrix,
-            "alphas": alphas,
-            "quadrature": quadrature,
-            "order": order,
-            "seed": seed,
-            "conjugate_form": conjugate_form,
-            "threshold_order": threshold_order,
-        },
-    )
-    try:
-        job.prepare(overwrite=overwrite)
-    except FileExistsError as error:
-        fail(error)
-    started = time.perf_counter()
-    with tqdm(
-        total=len(grid) * len(STANDARD_BRANCHES), desc="fixed points", unit="pt", file=sys.stderr, disable=None
-    ) as bar:
-        bar.update(job.completed())
-        summary = job.run(on_point=lambda _p: bar.update(1))
-    elapsed = time.perf_counter() - started
-    job.finish(versions=versions(), seconds=elapsed)
-    typer.echo(summary)
+    typer.echo(f"{result.summary()}\ntables and figure in {out}/")
 
 
 @app.command()
@@ -119,38 +105,191 @@ def equations(
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
-    latex: Annotated[bool, typer.Option(help="Print LaTeX instead of plain text.")] = False,
+    latex: Annotated[bool, typer.Option(help="Print LaTeX (align* environments) instead of plain text.")] = False,
 ) -> None:
-    """Print the derived saddle-point equations and the symmetry reduction of the paper's model."""
-    from replica.saddle_equations import derive
-    from replica.saddle_equations import latex as to_latex
+    """Print the paper's model's saddle-point system: symmetry reduction, fields, envelope, equations, free entropy."""
+    from attnphase.replica.saddle_equations import derive
 
-    try:
-        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=parse_matrix(a_matrix))
-    except (*USER_ERRORS, UsageError) as error:
-        fail(error)
-    system = derive(model)
-    show = to_latex if latex else str
-    typer.echo("# per-token order parameters in terms of the reduced ones")
-    for name, expr in system.per_token.items():
-        typer.echo(f"{name} = {show(expr)}")
-    typer.echo("# saddle-point equations (E_dX = E[dM/dX at the prox], THEORY.md sec. 4)")
-    for eq in system.equations():
-        typer.echo(f"{show(eq.lhs)} = {show(eq.rhs)}")
-    typer.echo("# free entropy (Psi_out = -E[min_z M])")
-    typer.echo(show(system.free_entropy))
-    typer.echo("# constants")
-    for symbol, value in system.constant_values().items():
-        typer.echo(f"{symbol} = {value:g}")
+    document = derive(_model(omega, sigma, lam, a_matrix)).equations_document()
+    typer.echo(document.latex() if latex else document.text())
 
 
-app.command("simulate")(simulate)
-app.command("finite-size")(finite_size)
-app.command("uninformed")(uninformed)
-app.command("histogram")(histogram)
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-simulate"),
+    omega: Omega = 0.3,
+    sigma: Sigma = 0.5,
+    lam: Lambda = 0.01,
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    d: Dimension = 400,
+    alphas: SampleComplexities = "0.4:2.4:0.4",
+    seeds: Annotated[int, typer.Option(help="Independent runs per point (seeds 0 .. seeds-1).")] = 4,
+    init: Annotated[str, typer.Option(help="Initialisations, comma-separated: positional, semantic, random.")] = (
+        "positional,semantic"
+    ),
+    optimiser: Annotated[str, typer.Option(help="lbfgs, gd (full-batch gradient descent) or adam.")] = "lbfgs",
+    lr: Annotated[float | None, typer.Option(help="Learning rate (default: gd 0.15, adam 0.01, lbfgs 1).")] = None,
+    max_steps: Annotated[int, typer.Option(help="Largest number of optimiser steps per run.")] = 5000,
+    tolerance: Tolerance = 1e-6,
+    n_test: TestSamples = 10_000,
+    theory: Annotated[
+        Path | None, typer.Option(help="A scan's output directory; default: scan the simulated alphas into OUT/theory.")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option(help="Discard previous simulations in OUT with other settings.")] = False,
+) -> None:
+    """Train the attention model at finite d from informed initialisations and compare with the theory.
+
+    Writes OUT/simulations.csv (one row per run: alpha, seed, init, eps_t, eps_g, theta, m, q,
+    gradient norm, steps, converged, and the basin the run ended in: positional, semantic or neither),
+    OUT/simulate.png and .pdf (simulations over the theory's branches, and the training-loss gap
+    semantic - positional) and OUT/run.json (settings, seeds, versions, timings). Blocks are saved as
+    they finish; rerunning the same command resumes.
+    """
+    from attnphase.experiments.simulate_study import simulate as run
+
+    model = _model(omega, sigma, lam, a_matrix)
+    with user_errors():
+        result = run(
+            model,
+            d=d,
+            alphas=alphas,
+            seeds=seeds,
+            init=init,
+            optimiser=optimiser,
+            lr=lr,
+            max_steps=max_steps,
+            tolerance=tolerance,
+            n_test=n_test,
+            theory=theory,
+            out=out,
+            overwrite=overwrite,
+            progress=None,
+        )
+    typer.echo(f"{result.summary()}; tables and figure in {out}/")
+
+
+@app.command("finite-size")
+def finite_size(
+    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-finite-size"),
+    omega: Omega = 0.3,
+    sigma: Sigma = 0.5,
+    lam: Lambda = 0.01,
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    alpha: Annotated[float, typer.Option(help="Sample complexity n/d held fixed.")] = 1.5,
+    dims: Annotated[str, typer.Option(help="Embedding dimensions, comma-separated.")] = "100,200,400,800,1600",
+    seeds: Annotated[int, typer.Option(help="Independent runs per d and init (seeds 0 .. seeds-1).")] = 4,
+    max_steps: Annotated[int, typer.Option(help="Largest number of L-BFGS iterations per run.")] = 5000,
+    tolerance: Tolerance = 1e-6,
+    n_test: TestSamples = 10_000,
+) -> None:
+    """Gap between finite-d simulations (L-BFGS, informed inits) and the theory as d grows, with power-law fits.
+
+    Writes OUT/finite_size_runs.csv (one row per run), OUT/finite_size.csv (d, init, quantity,
+    sim_mean, sim_se, theory, gap), OUT/finite_size_fit.csv (init, quantity, rate, rate_se, C),
+    OUT/finite_size.png and .pdf, and OUT/run.json (settings, seeds, versions, timings).
+    """
+    from attnphase.experiments.finite_size import finite_size as run
+
+    model = _model(omega, sigma, lam, a_matrix)
+    with user_errors():
+        result = run(
+            model,
+            alpha=alpha,
+            dims=dims,
+            seeds=seeds,
+            max_steps=max_steps,
+            tolerance=tolerance,
+            n_test=n_test,
+            out=out,
+            progress=None,
+        )
+    typer.echo(f"{result.summary()}; files in {out}/")
+
+
+@app.command()
+def uninformed(
+    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-uninformed"),
+    omega: Omega = 0.3,
+    sigma: Sigma = 0.5,
+    lam: Lambda = 0.01,
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    d: Dimension = 200,
+    alphas: SampleComplexities = "0.5:2.5:0.5",
+    seeds: Annotated[int, typer.Option(help="Independent runs per alpha (seeds 0 .. seeds-1).")] = 8,
+    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 0.01,
+    max_steps: Annotated[int, typer.Option(help="Adam steps per run.")] = 2500,
+    n_test: TestSamples = 10_000,
+) -> None:
+    """Train from an uninformed start with Adam and count the runs ending in each of the theory's minima.
+
+    Writes OUT/uninformed.csv (one row per run, with its basin: positional, semantic or neither),
+    OUT/uninformed_fractions.csv (alpha, basin, fraction, count), OUT/uninformed.png and .pdf, and
+    OUT/run.json (settings, seeds, the theory's overlaps, versions, timings).
+    """
+    from attnphase.experiments.uninformed import uninformed as run
+
+    model = _model(omega, sigma, lam, a_matrix)
+    with user_errors():
+        result = run(
+            model,
+            d=d,
+            alphas=alphas,
+            seeds=seeds,
+            lr=lr,
+            max_steps=max_steps,
+            n_test=n_test,
+            out=out,
+            progress=None,
+        )
+    typer.echo(f"{result.summary()}; files in {out}/")
+
+
+@app.command()
+def histogram(
+    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-histogram"),
+    seed: Annotated[int, typer.Option(help="Seed of the data, the initialisation, the shuffling and the noise.")] = 0,
+    n_train: Annotated[int, typer.Option(help="Number of training sequences.")] = 20_000,
+    n_test: Annotated[int, typer.Option(help="Number of test sequences.")] = 5_000,
+    epochs: Annotated[int, typer.Option(help="Epochs of frozen training with Adam.")] = 20,
+    sgd_epochs: Annotated[int, typer.Option(help="Epochs of unfrozen training with SGD.")] = 5,
+    batch_size: Annotated[int, typer.Option(help="Minibatch size of both stages.")] = 32,
+    adam_lr: Annotated[float, typer.Option(help="Initial Adam learning rate (cosine decay).")] = 5e-4,
+    sgd_lr: Annotated[float, typer.Option(help="SGD learning rate after unfreezing.")] = 1e-3,
+    noise: Annotated[float, typer.Option(help="Standard deviation of the noise added at unfreezing.")] = 1e-3,
+    threads: Annotated[int, typer.Option(help="Torch CPU threads, >= 1.")] = 1,
+) -> None:
+    """Train the positional and the semantic solution of the histogram task, frozen then unfrozen.
+
+    Sequences of 10 tokens from 15 symbols; the target of each token is its number of
+    occurrences. The attention's query and key see only the positional (resp. token) half of
+    the representation during Adam training; then every weight is unfrozen, perturbed by
+    Gaussian noise and trained further with SGD. Writes OUT/histogram.csv (losses, accuracies
+    and relative weight changes per solution and stage), OUT/attention.png and .pdf (attention
+    maps of example sequences) and OUT/run.json (settings, versions, seconds).
+    """
+    from attnphase.experiments.histogram import histogram as run
+
+    with user_errors():
+        result = run(
+            seed=seed,
+            n_train=n_train,
+            n_test=n_test,
+            epochs=epochs,
+            sgd_epochs=sgd_epochs,
+            batch_size=batch_size,
+            adam_lr=adam_lr,
+            sgd_lr=sgd_lr,
+            noise=noise,
+            threads=threads,
+            out=out,
+            progress=None,
+        )
+    typer.echo(result.table.to_string(index=False, float_format=lambda value: f"{value:.4g}"))
+    typer.echo(f"wrote {out}/histogram.csv, attention.png, attention.pdf, run.json ({result.seconds:.0f} s)")
 
 
 def main() -> None:
+    """Entry point of the ``attnphase`` command."""
     app()
 
 

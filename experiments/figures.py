@@ -1,14 +1,16 @@
-"""Figures of a scan (paper Fig. 2 and Fig. 3 centre), written as PNG and PDF."""
+"""Figures of a scan (paper Fig. 2 and Fig. 3 centre).
+
+Figures are built as :class:`matplotlib.figure.Figure` objects without pyplot, so that drawing
+neither selects a backend nor leaves figures open: they display in Jupyter and are saved by
+:func:`attnphase.experiments.study.save_figure`.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import pandas as pd
+from matplotlib.figure import Figure
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from attnphase.experiments.study import parameter_title
 
 BRANCH_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
@@ -28,11 +30,13 @@ def _mark_thresholds(ax, thresholds: pd.Series) -> None:
             ax.axvline(value, color="k", linestyle=style, linewidth=0.9, label=rf"$\alpha_{name[-1]}$ = {value:.4f}")
 
 
-def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, out_stem: Path) -> list[Path]:
+def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
     """Four panels: overlaps, training loss per branch, test error of the global minimum
-    against the linear baseline, and the training-loss gap semantic - positional."""
+    against the linear baseline, and the training-loss gap semantic - positional (THEORY.md
+    sec. 5, 6); ``branches`` and ``thresholds`` are the tables of a scan."""
     ok = branches[branches["converged"].astype(bool)]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), constrained_layout=True)
+    fig = Figure(figsize=(10, 7.5), layout="constrained")
+    axes = fig.subplots(2, 2)
     ax_overlap, ax_train, ax_test, ax_gap = axes.ravel()
     for branch, group in ok.groupby("branch", sort=False):
         group = group.sort_values("alpha")
@@ -71,17 +75,5 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, out_stem: Path) -
         _mark_thresholds(ax, thresholds)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle(
-        rf"$\omega$ = {thresholds['omega']:g}, $\sigma$ = {thresholds['sigma']:g}, $\lambda$ = {thresholds['lambda']:g}"
-    )
-    return save_figure(fig, out_stem)
-
-
-def save_figure(fig: plt.Figure, out_stem: Path, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``out_stem.png`` and ``out_stem.pdf`` (creating the directory), close it."""
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=dpi)
-    plt.close(fig)
-    return paths
+    fig.suptitle(parameter_title(thresholds))
+    return fig

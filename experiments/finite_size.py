@@ -17,41 +17,22 @@ once the bias falls below the seeds' standard error the gap stops shrinking.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import typer  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from experiments.cli_common import (
-    USER_ERRORS,
-    Lambda,
-    Omega,
-    PositionalTarget,
-    Sigma,
-    TestSamples,
-    Tolerance,  # noqa: E402
-    UsageError,
-    fail,
-    parse_matrix,
-    versions,
-)
-from experiments.figures import save_figure
-from experiments.simulation import SimulationSettings, simulate  # noqa: E402
-from experiments.simulation_figures import INIT_STYLE  # noqa: E402
-from experiments.storage import write_json, write_table  # noqa: E402
-from saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver  # noqa: E402
-from saddle.scan import make_solver  # noqa: E402
+from attnphase.experiments.parsing import parse_dims
+from attnphase.experiments.simulation import SimulationSettings, simulate
+from attnphase.experiments.simulation_figures import INIT_STYLE
+from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.replica.declaration import AttentionModel
+from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver
+from attnphase.saddle.scan import make_solver
 
 BRANCH_OF_INIT = {"positional": POSITIONAL, "semantic": SEMANTIC}
 QUANTITIES = {"positional": ("train_loss", "test_error", "m"), "semantic": ("train_loss", "test_error", "theta")}
@@ -142,10 +123,11 @@ def fit_table(gaps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(FIT_COLUMNS))
 
 
-def finite_size_figure(gaps: pd.DataFrame, fits: pd.DataFrame, out_stem: Path) -> list[Path]:
+def finite_size_figure(gaps: pd.DataFrame, fits: pd.DataFrame) -> Figure:
     """Three log-log panels (``eps_t``, ``eps_g``, the branch's overlap): gap against d per init with
     the seeds' standard error as error bars (cut at the lower axis limit) and the fitted ``C d^(-rate)``."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), constrained_layout=True)
+    fig = Figure(figsize=(13, 4), layout="constrained")
+    axes = fig.subplots(1, 3)
     panel = {"train_loss": 0, "test_error": 1, "m": 2, "theta": 2}
     for (init, quantity), group in gaps.groupby(["init", "quantity"], sort=False):
         ax = axes[panel[quantity]]
@@ -179,81 +161,89 @@ def finite_size_figure(gaps: pd.DataFrame, fits: pd.DataFrame, out_stem: Path) -
         ax.set_xlabel("d")
         ax.set_ylabel(f"|simulation - theory| of {LABELS[quantity]}")
         ax.legend(fontsize=8)
-    return save_figure(fig, out_stem)
+    return fig
 
 
-def parse_dims(text: str) -> list[int]:
-    """Comma-separated distinct integers ``>= 2``, at least two of them (a power law needs two points)."""
-    try:
-        dims = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise UsageError(f"dims must be comma-separated integers; got {text!r}") from None
-    if len(dims) < 2 or len(set(dims)) != len(dims) or min(dims) < 2:
-        raise UsageError(f"dims must be at least two distinct integers >= 2; got {text!r}")
-    return sorted(dims)
+@dataclass(frozen=True, eq=False)
+class FiniteSizeResult(StudyResult):
+    """The outcome of :func:`finite_size`: ``runs`` (one row per run), ``gaps`` (``GAP_COLUMNS``),
+    ``fits`` (``FIT_COLUMNS``) and the ``d -> infinity`` values ``theory`` they are measured against."""
+
+    settings: SimulationSettings
+    dims: list[int]
+    theory: dict[str, dict[str, float]]
+    runs: pd.DataFrame
+    gaps: pd.DataFrame
+    fits: pd.DataFrame
+    seconds: float
+    provenance: dict[str, str] = field(default_factory=versions)
+
+    figure_name = "finite_size"
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"finite_size_runs": self.runs, "finite_size": self.gaps, "finite_size_fit": self.fits}
+
+    @property
+    def record(self) -> dict[str, object]:
+        return {
+            "settings": {**self.settings.as_dict(), "dims": self.dims},
+            "seeds": self.settings.seed_list,
+            "theory": self.theory,
+            "seconds": round(self.seconds, 2),
+            "versions": self.provenance,
+        }
+
+    def plot(self) -> Figure:
+        """Gap against d per initialisation and quantity, log-log, with the fitted power laws."""
+        return finite_size_figure(self.gaps, self.fits)
+
+    def summary(self) -> str:
+        """One line: runs, how many converged, the fitted rates."""
+        rates = ", ".join(f"{r.init} {r.quantity} {r.rate:.2f}±{r.rate_se:.2f}" for r in self.fits.itertuples())
+        return f"{len(self.runs)} runs, {int(self.runs['converged'].sum())} converged; rates: {rates}"
 
 
 def finite_size(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-finite-size"),
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
-    alpha: Annotated[float, typer.Option(help="Sample complexity n/d held fixed.")] = 1.5,
-    dims: Annotated[str, typer.Option(help="Embedding dimensions, comma-separated.")] = "100,200,400,800,1600",
-    seeds: Annotated[int, typer.Option(help="Independent runs per d and init (seeds 0 .. seeds-1).")] = 4,
-    max_steps: Annotated[int, typer.Option(help="Largest number of L-BFGS iterations per run.")] = 5000,
-    tolerance: Tolerance = 1e-6,
-    n_test: TestSamples = 10_000,
-) -> None:
-    """Gap between finite-d simulations (L-BFGS, informed inits) and the theory as d grows, with power-law fits.
+    model: AttentionModel,
+    *,
+    alpha: float = 1.5,
+    dims: str | Sequence[int] = (100, 200, 400, 800, 1600),
+    seeds: int = 4,
+    max_steps: int = 5000,
+    tolerance: float = 1e-6,
+    n_test: int = 10_000,
+    out: str | Path | None = None,
+    progress: bool | None = True,
+) -> FiniteSizeResult:
+    """Gap between finite-d simulations and the theory as ``d`` grows, with power-law fits (paper App. E.1).
 
-    Writes OUT/finite_size_runs.csv (one row per run), OUT/finite_size.csv (d, init, quantity,
-    sim_mean, sim_se, theory, gap), OUT/finite_size_fit.csv (init, quantity, rate, rate_se, C),
-    OUT/finite_size.png and .pdf, and OUT/run.json (settings, seeds, versions, timings).
+    At fixed ``alpha``, both informed initialisations are trained with L-BFGS at every ``d`` in
+    ``dims`` (``seeds`` runs each, up to ``max_steps`` iterations, gradient norm ``tolerance``, test
+    error on ``n_test`` samples) and set against their branch's values at ``alpha``; the gap is fitted
+    by ``C d^-rate`` (module docstring). With ``out`` the result is saved there.
     """
-    try:
-        grid = parse_dims(dims)
-        model, base = SimulationSettings.of_paper_model(
-            omega,
-            sigma,
-            lam,
-            parse_matrix(a_matrix),
-            d=grid[0],
-            alphas=(float(alpha),),
-            seeds=seeds,
-            inits=tuple(BRANCH_OF_INIT),
-            optimiser="lbfgs",
-            max_steps=max_steps,
-            tolerance=tolerance,
-            n_test=n_test,
-        )
-        for d in grid:
-            replace(base, d=d).validate()
-    except (*USER_ERRORS, UsageError, ValueError) as error:
-        fail(error)
-
+    grid = parse_dims(dims)
+    base = SimulationSettings.of_model(
+        model,
+        d=grid[0],
+        alphas=(float(alpha),),
+        seeds=seeds,
+        inits=tuple(BRANCH_OF_INIT),
+        optimiser="lbfgs",
+        max_steps=max_steps,
+        tolerance=tolerance,
+        n_test=n_test,
+    )
+    for d in grid:
+        replace(base, d=d).validate()
+    directory = output_directory(out) if out is not None else None
     started = time.perf_counter()
     theory = theory_values(make_solver(model), float(alpha))
-    with tqdm(
-        total=len(grid) * len(BRANCH_OF_INIT), desc="finite size", unit="block", file=sys.stderr, disable=None
-    ) as bar:
+    with progress_bar(len(grid) * len(BRANCH_OF_INIT), "finite size", "block", progress) as bar:
         runs = finite_size_runs(base, grid, progress=lambda _block: bar.update(1))
     gaps = gap_table(runs, theory)
-    fits = fit_table(gaps)
-    write_table(out / "finite_size_runs.csv", runs)
-    write_table(out / "finite_size.csv", gaps)
-    write_table(out / "finite_size_fit.csv", fits)
-    finite_size_figure(gaps, fits, out / "finite_size")
-    write_json(
-        out / "run.json",
-        {
-            "settings": {**base.as_dict(), "dims": grid},
-            "seeds": base.seed_list,
-            "theory": theory,
-            "seconds": round(time.perf_counter() - started, 2),
-            "versions": versions(),
-        },
-    )
-    summary = ", ".join(f"{r.init} {r.quantity} {r.rate:.2f}±{r.rate_se:.2f}" for r in fits.itertuples())
-    typer.echo(f"{len(runs)} runs, {int(runs['converged'].sum())} converged; rates: {summary}; files in {out}/")
+    result = FiniteSizeResult(base, grid, theory, runs, gaps, fit_table(gaps), time.perf_counter() - started)
+    if directory is not None:
+        result.save(directory)
+    return result

@@ -22,21 +22,19 @@ sets every mask to one, adds iid Gaussian noise to every parameter and continues
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+from torch.nn import functional
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn import functional  # noqa: E402
-
-from experiments.figures import save_figure
+from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 
 SOLUTIONS = ("positional", "semantic")
 STAGES = ("frozen", "unfrozen")
@@ -301,15 +299,40 @@ class HistogramSettings:
         return len(SOLUTIONS) * (self.adam_epochs + self.sgd_epochs)
 
 
-@dataclass
-class HistogramResult:
-    """One row per solution and stage in ``table``; ``attention[(solution, stage)]`` holds the
-    attention matrices of ``examples``, an array of shape ``(len(examples), L, L)``."""
+@dataclass(frozen=True, eq=False)
+class HistogramResult(StudyResult):
+    """One row per solution and stage in ``table`` (the paper's Table 1); ``attention[(solution, stage)]``
+    holds the attention matrices of ``examples``, an array of shape ``(len(examples), L, L)``."""
 
     settings: HistogramSettings
     table: pd.DataFrame
     attention: dict[tuple[str, str], np.ndarray]
     examples: tuple[str, ...]
+    seconds: float = 0.0
+    threads: int = 1
+    provenance: dict[str, str] = field(default_factory=versions)
+
+    figure_name = "attention"
+    figure_dpi = 200
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"histogram": self.table}
+
+    @property
+    def record(self) -> dict[str, object]:
+        return {
+            "command": "histogram",
+            "settings": settings_dict(self.settings),
+            "seed": self.settings.seed,
+            "threads": self.threads,
+            "versions": self.provenance,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def plot(self) -> Figure:
+        """Attention maps of the example sequences for both solutions, frozen and unfrozen."""
+        return attention_figure(self)
 
 
 def _generator(seed: int, stream: int) -> torch.Generator:
@@ -404,6 +427,53 @@ def run_histogram(settings: HistogramSettings, progress: Callable[[int], None] |
     return HistogramResult(settings=s, table=pd.DataFrame(rows), attention=attention, examples=s.examples)
 
 
+def histogram(
+    *,
+    seed: int = 0,
+    n_train: int = 20_000,
+    n_test: int = 5_000,
+    epochs: int = 20,
+    sgd_epochs: int = 5,
+    batch_size: int = 32,
+    adam_lr: float = 5e-4,
+    sgd_lr: float = 1e-3,
+    noise: float = 1e-3,
+    threads: int = 1,
+    out: str | Path | None = None,
+    progress: bool | None = True,
+) -> HistogramResult:
+    """The positional and the semantic solution of the histogram task, frozen then unfrozen
+    (THEORY.md sec. 9, paper App. A; :func:`run_histogram` states what is trained and measured).
+
+    ``epochs`` of frozen Adam training (initial rate ``adam_lr``, cosine decay) on ``n_train``
+    sequences, then ``sgd_epochs`` of unfrozen SGD (``sgd_lr``) after Gaussian noise of standard
+    deviation ``noise``; minibatches of ``batch_size``; ``threads`` torch CPU threads; every random
+    draw from ``seed``. With ``out`` the result is saved there.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1; got {threads!r}")
+    settings = HistogramSettings(
+        seed=seed,
+        n_train=n_train,
+        n_test=n_test,
+        adam_epochs=epochs,
+        sgd_epochs=sgd_epochs,
+        batch_size=batch_size,
+        adam_lr=adam_lr,
+        sgd_lr=sgd_lr,
+        noise=noise,
+    ).validate()
+    directory = output_directory(out) if out is not None else None
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    with progress_bar(settings.total_epochs, "histogram", "epoch", progress) as bar:
+        trained = run_histogram(settings, progress=bar.update)
+    result = replace(trained, seconds=time.perf_counter() - started, threads=threads)
+    if directory is not None:
+        result.save(directory)
+    return result
+
+
 def settings_dict(settings: HistogramSettings) -> dict[str, object]:
     """The settings as a JSON-ready dictionary."""
     values = asdict(settings)
@@ -411,8 +481,8 @@ def settings_dict(settings: HistogramSettings) -> dict[str, object]:
     return values
 
 
-def attention_figure(result: HistogramResult, path_stem: Path) -> list[Path]:
-    """Attention matrices of the example sequences (paper Fig. 1, 4-6), written as PNG and PDF.
+def attention_figure(result: HistogramResult) -> Figure:
+    """Attention matrices of the example sequences (paper Fig. 1, 4-6).
 
     Rows: positional/semantic solution x frozen/unfrozen stage; columns: the example sequences.
     Entry ``(i, j)`` of a panel is the attention of query token ``i`` on key token ``j``; all panels
@@ -420,9 +490,8 @@ def attention_figure(result: HistogramResult, path_stem: Path) -> list[Path]:
     """
     keys = [(solution, stage) for solution in SOLUTIONS for stage in STAGES]
     n_rows, n_cols = len(keys), len(result.examples)
-    fig, axes = plt.subplots(
-        n_rows, n_cols, figsize=(2.3 * n_cols + 1.2, 2.3 * n_rows), squeeze=False, constrained_layout=True
-    )
+    fig = Figure(figsize=(2.3 * n_cols + 1.2, 2.3 * n_rows), layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
     top = max(float(maps.max()) for maps in result.attention.values())
     image = None
     for row, key in enumerate(keys):
@@ -440,4 +509,4 @@ def attention_figure(result: HistogramResult, path_stem: Path) -> list[Path]:
             if col == 0:
                 ax.set_ylabel(f"{key[0]}, {key[1]}\nquery token", fontsize=8)
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
-    return save_figure(fig, path_stem, dpi=200)
+    return fig

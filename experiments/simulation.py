@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from experiments.storage import read_json, write_json, write_table
-from replica.declaration import AttentionModel, paper_model
+from attnphase.experiments.storage import read_json, write_json, write_table
+from attnphase.replica.declaration import AttentionModel, paper_model
 
 L = 2
 INITS = ("positional", "semantic", "random")
@@ -156,13 +156,30 @@ class SimulationSettings:
         return DTYPES[self.dtype]
 
     @classmethod
-    def of_paper_model(
-        cls, omega: float, sigma: float, lam: float, positional: Sequence[Sequence[float]], **training: object
-    ) -> tuple[AttentionModel, SimulationSettings]:
-        """The paper's model with these numbers (THEORY.md sec. 6) and settings that simulate that
-        same model, with the ``training`` options (not validated yet)."""
-        model = paper_model(omega=omega, sigma=sigma, lam=lam, positional=positional)
-        return model, cls(omega=omega, sigma=sigma, lam=lam, A=model.teacher.positional, **training)
+    def of_model(cls, model: AttentionModel, **training: object) -> SimulationSettings:
+        """Settings that simulate ``model`` with the ``training`` options (not validated yet).
+
+        The simulator trains the paper's family (THEORY.md sec. 6 and 11: ``L = 2``, ``r = t = 1``,
+        isotropic tokens, ``p_1 = -p_2``, ridge, the mixed positional teacher); its numbers
+        (``omega``, ``sigma``, ``lambda``, ``A``) are read from the declaration, and any other
+        declaration is refused with a ``ValueError``.
+        """
+        try:
+            numbers = {
+                "omega": float(model.teacher.omega),
+                "sigma": float(model.tokens.variances[0][0]) ** 0.5,
+                "lam": float(model.regulariser.strength),
+                "A": tuple(tuple(float(x) for x in row) for row in model.teacher.positional),
+            }
+            same = model == paper_model(numbers["omega"], numbers["sigma"], numbers["lam"], numbers["A"])
+        except (AttributeError, IndexError, TypeError, ValueError):
+            same = False
+        if not same:
+            raise ValueError(
+                "model must be of the paper's family to be simulated (attnphase.paper_model: L = 2, r = t = 1, "
+                "isotropic tokens, p_1 = -p_2, ridge); got another declaration"
+            )
+        return cls(**numbers, **training)
 
     def samples(self, alpha: float) -> int:
         """``n = round(alpha d)``."""
@@ -450,17 +467,20 @@ def simulate(
 
 
 def simulate_to(
-    out: Path,
+    out: Path | None,
     settings: SimulationSettings,
     overwrite: bool = False,
     progress: Callable[[pd.DataFrame], None] | None = None,
 ) -> pd.DataFrame:
-    """``simulate`` writing ``out/simulations.csv`` after each block; resumable.
+    """``simulate`` writing ``out/simulations.csv`` after each block; resumable (``out`` ``None``:
+    nothing is written).
 
     The settings are kept in ``out/run.json``; a rerun with the same settings skips the blocks
     already in the table, other settings raise ``FileExistsError`` unless ``overwrite``.
     """
     settings.validate()
+    if out is None:
+        return simulate(settings, progress=progress)
     table, run_file = Path(out) / "simulations.csv", Path(out) / "run.json"
     wanted = settings.as_dict()
     previous = read_json(run_file)

@@ -1,4 +1,4 @@
-"""Simulations against the replica theory (paper Fig. 3 left and centre), written as PNG and PDF.
+"""Simulations against the replica theory (paper Fig. 3 left and centre).
 
 Simulated points are the mean over seeds with error bars of one standard error; lines are the
 theory's branches (THEORY.md sec. 6) read from a scan's ``branches.csv``.
@@ -6,19 +6,11 @@ theory's branches (THEORY.md sec. 6) read from a scan's ``branches.csv``.
 
 from __future__ import annotations
 
-from pathlib import Path
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from experiments.figures import (
-    BRANCH_STYLE,  # noqa: E402
-    save_figure,
-)
+from attnphase.experiments.figures import BRANCH_STYLE
 
 INIT_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
@@ -47,14 +39,13 @@ def training_loss_gap(simulations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"gap": gap.mean(), "gap_se": gap.sem(), "runs": gap.size()}).reset_index()
 
 
-def simulation_figure(
-    simulations: pd.DataFrame, branches: pd.DataFrame, thresholds: pd.Series | None, out_stem: Path
-) -> list[Path]:
+def simulation_figure(simulations: pd.DataFrame, branches: pd.DataFrame, thresholds: pd.Series | None) -> Figure:
     """Four panels: test error, training loss, overlaps ``|m|`` and ``theta``, and the training-loss
     gap semantic - positional; theory lines per branch, simulations as points with error bars."""
     summary = summarise(simulations)
     theory = branches[branches["converged"].astype(bool)].sort_values("alpha")
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7.5), constrained_layout=True)
+    fig = Figure(figsize=(10, 7.5), layout="constrained")
+    axes = fig.subplots(2, 2)
     ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
     for branch, group in theory.groupby("branch", sort=False):
         color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
@@ -120,4 +111,4 @@ def simulation_figure(
             ax.axvline(alpha_c, color="k", linestyle="--", linewidth=0.9, label=rf"$\alpha_c$ = {alpha_c:.3f}")
         ax.legend(fontsize=6)
     fig.suptitle(f"simulations at d = {d} (mean $\\pm$ s.e. over seeds) against the replica theory")
-    return save_figure(fig, out_stem)
+    return fig

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from saddle.fixed_point import FixedPoint
+from attnphase.saddle.fixed_point import FixedPoint
 
 
 def atomic_write_text(path: Path, text: str) -> None:

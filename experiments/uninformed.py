@@ -11,45 +11,23 @@ one, with a considerable share of runs in neither.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import typer  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from experiments.cli_common import (
-    USER_ERRORS,
-    Dimension,
-    Lambda,
-    Omega,
-    PositionalTarget,
-    SampleComplexities,
-    Sigma,
-    TestSamples,  # noqa: E402
-    UsageError,
-    fail,
-    parse_alphas,
-    parse_matrix,
-    versions,
-)
-from experiments.figures import (
-    BRANCH_STYLE,  # noqa: E402
-    save_figure,
-)
-from experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate  # noqa: E402
-from experiments.storage import write_json, write_table  # noqa: E402
-from saddle.continuation import trace_branch  # noqa: E402
-from saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver  # noqa: E402
-from saddle.scan import make_solver  # noqa: E402
+from attnphase.experiments.figures import BRANCH_STYLE
+from attnphase.experiments.parsing import parse_alphas
+from attnphase.experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate
+from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.replica.declaration import AttentionModel
+from attnphase.saddle.continuation import trace_branch
+from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver
+from attnphase.saddle.scan import make_solver
 
 BASIN_COLOR = {
     "positional": BRANCH_STYLE["positional"]["color"],
@@ -87,12 +65,13 @@ def basin_fractions(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(FRACTION_COLUMNS))
 
 
-def uninformed_figure(fractions: pd.DataFrame, out_stem: Path) -> list[Path]:
+def uninformed_figure(fractions: pd.DataFrame) -> Figure:
     """Stacked bars: per alpha, the fraction of runs in the positional, semantic and neither basins."""
     table = fractions.pivot(index="alpha", columns="basin", values="fraction").reindex(columns=list(BASINS))
     alphas = table.index.to_numpy(float)
     width = 0.8 * (np.min(np.diff(alphas)) if alphas.size > 1 else 1.0)
-    fig, ax = plt.subplots(figsize=(6.5, 4), constrained_layout=True)
+    fig = Figure(figsize=(6.5, 4), layout="constrained")
+    ax = fig.subplots()
     bottom = np.zeros(alphas.size)
     for basin in BASINS:
         ax.bar(alphas, table[basin], width, bottom=bottom, color=BASIN_COLOR[basin], label=basin, edgecolor="k")
@@ -103,67 +82,85 @@ def uninformed_figure(fractions: pd.DataFrame, out_stem: Path) -> list[Path]:
     ax.set_title(f"Adam from Q = 0.1 N(0, I): end basin ({runs} runs per alpha)")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8, loc="lower right")
-    return save_figure(fig, out_stem)
+    return fig
+
+
+@dataclass(frozen=True, eq=False)
+class UninformedResult(StudyResult):
+    """The outcome of :func:`uninformed`: ``runs`` (one row per run with its ``basin``),
+    ``fractions`` (``FRACTION_COLUMNS``) and the theory's ``overlaps`` the runs were classified by."""
+
+    settings: SimulationSettings
+    overlaps: pd.DataFrame
+    runs: pd.DataFrame
+    fractions: pd.DataFrame
+    seconds: float
+    provenance: dict[str, str] = field(default_factory=versions)
+
+    figure_name = "uninformed"
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"uninformed": self.runs, "uninformed_fractions": self.fractions}
+
+    @property
+    def record(self) -> dict[str, object]:
+        return {
+            "settings": self.settings.as_dict(),
+            "seeds": self.settings.seed_list,
+            "theory_overlaps": self.overlaps.to_dict("records"),
+            "seconds": round(self.seconds, 2),
+            "versions": self.provenance,
+        }
+
+    def plot(self) -> Figure:
+        """Per alpha, the fraction of runs in the positional, semantic and neither basins."""
+        return uninformed_figure(self.fractions)
+
+    def summary(self) -> str:
+        """One line: the count of runs in each basin per alpha."""
+        shares = self.fractions.pivot(index="alpha", columns="basin", values="count")
+        counts = "; ".join(
+            f"alpha {a:g}: " + ", ".join(f"{b} {int(shares.loc[a, b])}" for b in BASINS) for a in shares.index
+        )
+        return f"{len(self.runs)} runs ({counts})"
 
 
 def uninformed(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-uninformed"),
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
-    d: Dimension = 200,
-    alphas: SampleComplexities = "0.5:2.5:0.5",
-    seeds: Annotated[int, typer.Option(help="Independent runs per alpha (seeds 0 .. seeds-1).")] = 8,
-    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 0.01,
-    max_steps: Annotated[int, typer.Option(help="Adam steps per run.")] = 2500,
-    n_test: TestSamples = 10_000,
-) -> None:
-    """Train from an uninformed start with Adam and count the runs ending in each of the theory's minima.
+    model: AttentionModel,
+    *,
+    d: int = 200,
+    alphas: str | Sequence[float] = "0.5:2.5:0.5",
+    seeds: int = 8,
+    lr: float = 0.01,
+    max_steps: int = 2500,
+    n_test: int = 10_000,
+    out: str | Path | None = None,
+    progress: bool | None = True,
+) -> UninformedResult:
+    """Train from ``Q = 0.1 N(0, I)`` with Adam and count the runs ending in each of the theory's
+    minima (paper App. E.4; the basin rule of :func:`attnphase.experiments.simulation.classify_basin`).
 
-    Writes OUT/uninformed.csv (one row per run, with its basin: positional, semantic or neither),
-    OUT/uninformed_fractions.csv (alpha, basin, fraction, count), OUT/uninformed.png and .pdf, and
-    OUT/run.json (settings, seeds, the theory's overlaps, versions, timings).
+    ``seeds`` runs per alpha of ``alphas`` at dimension ``d``, Adam with learning rate ``lr`` for
+    ``max_steps`` steps, test error on ``n_test`` samples. With ``out`` the result is saved there.
     """
-    try:
-        model, settings = SimulationSettings.of_paper_model(
-            omega,
-            sigma,
-            lam,
-            parse_matrix(a_matrix),
-            d=d,
-            alphas=tuple(float(a) for a in parse_alphas(alphas)),
-            seeds=seeds,
-            inits=("random",),
-            optimiser="adam",
-            lr=lr,
-            max_steps=max_steps,
-            n_test=n_test,
-        )
-        settings.validate()
-    except (*USER_ERRORS, UsageError, ValueError) as error:
-        fail(error)
-
+    settings = SimulationSettings.of_model(
+        model,
+        d=d,
+        alphas=tuple(float(a) for a in parse_alphas(alphas)),
+        seeds=seeds,
+        inits=("random",),
+        optimiser="adam",
+        lr=lr,
+        max_steps=max_steps,
+        n_test=n_test,
+    ).validate()
+    directory = output_directory(out) if out is not None else None
     started = time.perf_counter()
     overlaps = theory_overlaps(make_solver(model), settings.alphas)
-    with tqdm(total=len(settings.alphas), desc="uninformed", unit="alpha", file=sys.stderr, disable=None) as bar:
+    with progress_bar(len(settings.alphas), "uninformed", "alpha", progress) as bar:
         runs = uninformed_runs(settings, overlaps, progress=lambda _block: bar.update(1))
-    fractions = basin_fractions(runs)
-    write_table(out / "uninformed.csv", runs)
-    write_table(out / "uninformed_fractions.csv", fractions)
-    uninformed_figure(fractions, out / "uninformed")
-    write_json(
-        out / "run.json",
-        {
-            "settings": settings.as_dict(),
-            "seeds": settings.seed_list,
-            "theory_overlaps": overlaps.to_dict("records"),
-            "seconds": round(time.perf_counter() - started, 2),
-            "versions": versions(),
-        },
-    )
-    shares = fractions.pivot(index="alpha", columns="basin", values="count")
-    summary = "; ".join(
-        f"alpha {a:g}: " + ", ".join(f"{b} {int(shares.loc[a, b])}" for b in BASINS) for a in shares.index
-    )
-    typer.echo(f"{len(runs)} runs ({summary}); files in {out}/")
+    result = UninformedResult(settings, overlaps, runs, basin_fractions(runs), time.perf_counter() - started)
+    if directory is not None:
+        result.save(directory)
+    return result

@@ -11,7 +11,7 @@ derivation depends on, and what its cache is keyed on (:meth:`AttentionModel.str
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 import sympy as sp
 
@@ -143,6 +143,13 @@ class GaussianTokens:
             require(len(row) == self.length, "variances", "the same number of tokens in every atom", row)
             require(all(g > 0 for g in row), "sigma", "> 0 (every token variance positive)", row)
 
+    def parameters(self) -> dict[str, float]:
+        """``{"sigma": sigma}`` if every token has the variance ``sigma^2`` in one spectral atom
+        (``Sigma_l = sigma^2 I``), else the named constants of :meth:`constants`."""
+        if len(self.variances) == 1 and len(set(self.variances[0])) == 1:
+            return {"sigma": float(self.variances[0][0]) ** 0.5}
+        return self.constants()
+
     def covariance_classes(self) -> tuple[int, ...]:
         """Class index of each token: tokens with identical spectra share a class."""
         columns = [tuple(row[token] for row in self.variances) for token in range(self.length)]
@@ -257,6 +264,22 @@ class AttentionModel:
             values.update(part.constants())
         return values
 
+    def parameters(self) -> dict[str, float]:
+        """The declaration's numbers under the names a researcher uses, for tables and titles:
+        the teacher's and the regulariser's named constants (``omega``, ``A_i_j``, ``lambda``) and
+        ``sigma`` for isotropic tokens (THEORY.md sec. 6), else the spectral constants
+        ``gamma_a_c``, ``w_a`` (sec. 1)."""
+        values = dict(self.teacher.constants())
+        values.update(self.tokens.parameters())
+        for part in (self.student, self.regulariser):
+            values.update(part.constants())
+        return values
+
+    def record(self) -> dict[str, object]:
+        """The whole declaration as JSON-ready data (each component with its class name), as
+        written next to results: two records are equal exactly when the declarations are."""
+        return _record(self)
+
     def structure(self) -> tuple:
         """What the symbolic derivation depends on (values of the constants excluded)."""
         return (
@@ -273,17 +296,28 @@ class AttentionModel:
         )
 
 
+def _record(value: object) -> object:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {"type": type(value).__name__} | {f.name: _record(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple | list):
+        return [_record(v) for v in value]
+    return value
+
+
 def paper_model(
     omega: float = 0.3,
     sigma: float = 0.5,
     lam: float = 0.01,
-    positional: Sequence[Sequence[float]] = ((0.6, 0.4), (0.4, 0.6)),
+    A: Sequence[Sequence[float]] = ((0.6, 0.4), (0.4, 0.6)),  # noqa: N803 - the paper's name
 ) -> AttentionModel:
-    """The paper's instance (THEORY.md sec. 6): L = 2, r = t = 1, p_1 = -p_2, ridge."""
+    """The paper's instance (THEORY.md sec. 6): ``L = 2``, ``r = t = 1``, ``Sigma_l = sigma^2 I``,
+    ``p_1 = -p_2``, dot-product student, ridge of strength ``lam`` (lambda), and the target
+    ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A``. ``A`` is any row-stochastic 2 x 2 matrix
+    (nested sequences or an array); the paper's second example is ``((0.3, 0.7), (0.8, 0.2))``."""
     return AttentionModel(
         tokens=GaussianTokens.isotropic(2, sigma),
         positions=PositionalEncodings(coefficients=((1.0,), (-1.0,))),
-        teacher=MixedPositionalTeacher(omega=omega, positional=tuple(tuple(map(float, r)) for r in positional)),
+        teacher=MixedPositionalTeacher(omega=omega, positional=tuple(tuple(map(float, r)) for r in A)),
         student=DotProductAttention(),
         regulariser=Ridge(lam),
     )

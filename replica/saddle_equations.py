@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 import sympy as sp
 
-from replica.declaration import AttentionModel
-from replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
+from attnphase.replica.declaration import AttentionModel
+from attnphase.replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy as sp
 
-from replica.saddle_equations import ReplicaSystem
-from saddle import kernels
-from saddle.codegen import ModuleSource
+from attnphase.replica.saddle_equations import ReplicaSystem
+from attnphase.saddle import kernels
+from attnphase.saddle.codegen import ModuleSource
 
 
 def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Expr]) -> Callable[..., np.ndarray]:

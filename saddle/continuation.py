@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
+from attnphase.saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
 
 PointCallback = Callable[[FixedPoint], None]
 MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step

@@ -23,11 +23,11 @@ from typing import Literal
 import numpy as np
 import scipy.optimize
 
-from saddle.compiled import CompiledSystem
-from saddle.line_correction import LineCorrection
-from saddle.quadrature import GaussHermite, QuadratureRule
-from saddle.symmetry import Fold, envelope_symmetries, fold_nodes
-from saddle.validation import check_alpha
+from attnphase.saddle.compiled import CompiledSystem
+from attnphase.saddle.line_correction import LineCorrection
+from attnphase.saddle.quadrature import GaussHermite, QuadratureRule
+from attnphase.saddle.symmetry import Fold, envelope_symmetries, fold_nodes
+from attnphase.saddle.validation import check_alpha
 
 
 @dataclass(frozen=True)

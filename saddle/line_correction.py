@@ -6,7 +6,7 @@ Gauss-Hermite then converges only algebraically (THEORY.md sec. 6). The rule is 
 one-dimensional rules, so its error splits into the errors of the one-dimensional rule along
 the lines of one axis, weighted by the outer rule. Along a line, the error of the
 one-dimensional rule ``Q`` of order ``n`` (exact for polynomials of degree ``2n - 1``) has
-the Peano form
+the Peano form::
 
     Q[f] - I[f] = -int B1(t) f''(t) dt,     B1(t) = I[(x - t)_+] - Q[(x - t)_+],
 
@@ -14,7 +14,7 @@ valid for ``f`` whose second derivative is a measure (a kink is a delta in ``f''
 interval ``[a, b]`` between adjacent nodes where ``f`` has a feature, write
 ``f'' = h + r`` with ``h`` the linear interpolation of ``f''`` between the (smooth) ends
 and ``r`` the feature. The ``h`` part belongs to a smooth function, which the rule integrates
-to its usual accuracy; the feature's part of the error is removed by adding
+to its usual accuracy; the feature's part of the error is removed by adding::
 
     C = int_a^b B1 (f'' - h) dt
       = [B1 f' - B1' f]_a^b + int_a^b phi (f - P) dt + int_a^b (phi P - B1 h) dt

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from baseline.linear import LinearBaseline, linear_baseline
-from replica.declaration import AttentionModel
-from replica.saddle_equations import derive
-from saddle.compiled import compile_system
-from saddle.continuation import BranchTrace, PointCallback, trace_branch
-from saddle.fixed_point import (
+from attnphase.baseline.linear import LinearBaseline, linear_baseline
+from attnphase.replica.declaration import AttentionModel
+from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.compiled import compile_system
+from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_branch
+from attnphase.saddle.fixed_point import (
     POSITIONAL,
     SEMANTIC,
     STANDARD_BRANCHES,
@@ -24,21 +24,26 @@ from saddle.fixed_point import (
     SaddlePointSolver,
     SolverSettings,
 )
-from saddle.quadrature import GaussHermite
-from saddle.thresholds import Threshold, critical_alpha, global_minimum, linear_threshold
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.thresholds import Threshold, critical_alpha, global_minimum, linear_threshold
 
 
 @dataclass(frozen=True)
-class ScanResult:
+class ScanSolution:
+    """Every branch traced over alpha (THEORY.md sec. 6), the thresholds ``alpha_c`` and
+    ``alpha_l`` and the linear baseline (sec. 7) they are measured against."""
+
     traces: dict[str, BranchTrace]
     alpha_c: Threshold
     alpha_l: Threshold
     baseline: LinearBaseline
 
     def points(self) -> list[FixedPoint]:
-        return [p for trace in self.traces.values() for p in trace.points]
+        """Every computed point of every branch, sorted by branch name and alpha."""
+        return sorted((p for trace in self.traces.values() for p in trace.points), key=lambda p: (p.branch, p.alpha))
 
     def global_minimum(self) -> dict[float, FixedPoint]:
+        """At every alpha, the converged point with the lowest training loss (THEORY.md sec. 5)."""
         return global_minimum(list(self.traces.values()))
 
 
@@ -54,7 +59,7 @@ def run_scan(
     branches: Sequence[Branch] = STANDARD_BRANCHES,
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
-) -> ScanResult:
+) -> ScanSolution:
     """Trace every branch over ``alphas``; then alpha_c (semantic vs positional training
     loss) and alpha_l (global minimum vs linear baseline test error)."""
     solver = make_solver(model, settings)
@@ -74,7 +79,7 @@ def run_scan(
         baseline.test_error,
         alpha_c.value,
     )
-    return ScanResult(traces, alpha_c, alpha_l, baseline)
+    return ScanSolution(traces, alpha_c, alpha_l, baseline)
 
 
 def threshold_solver(model: AttentionModel, settings: SolverSettings) -> SaddlePointSolver:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from saddle.continuation import BranchTrace
-from saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
+from attnphase.saddle.continuation import BranchTrace
+from attnphase.saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from replica.declaration import paper_model
-from saddle.continuation import BranchTrace, trace_branch
-from saddle.fixed_point import STANDARD_BRANCHES, SaddlePointSolver, SolverSettings
-from saddle.scan import make_solver
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.continuation import BranchTrace, trace_branch
+from attnphase.saddle.fixed_point import STANDARD_BRANCHES, SaddlePointSolver, SolverSettings
+from attnphase.saddle.scan import make_solver
 
 REFERENCE_DIR = Path(__file__).parent / "data" / "reference"
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from numpy.polynomial.hermite_e import hermegauss
 
-from baseline.linear import linear_baseline
-from replica.declaration import paper_model
-from replica.saddle_equations import derive
-from saddle.quadrature import GaussHermite
+from attnphase.baseline.linear import linear_baseline
+from attnphase.replica.declaration import paper_model
+from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.quadrature import GaussHermite
 
 A_STANDARD = ((0.6, 0.4), (0.4, 0.6))
 A_SECOND_EXAMPLE = ((0.3, 0.7), (0.8, 0.2))  # App. E.2
@@ -81,7 +81,7 @@ def test_baseline_matches_monte_carlo_over_teacher_fields(omega, sigma, a):
     """Sec. 7: ``h*_l = sigma eta_l`` with ``eta ~ N(0, I_2)``; ``B_hat = E[T]`` and
     ``eps_lin = (1/L) E tr[(T - B) sigma^2 I (T - B)^T]`` by plain Monte Carlo (400k samples), within 4 standard
     errors of the package's Gauss-Hermite values."""
-    result = linear_baseline(derive(paper_model(omega=omega, sigma=sigma, positional=a)), GaussHermite(24))
+    result = linear_baseline(derive(paper_model(omega=omega, sigma=sigma, A=a)), GaussHermite(24))
     rng = np.random.default_rng(12345)
     n = 400_000
     t = teacher_attention(sigma * rng.standard_normal((n, 2)), omega, a)
@@ -98,8 +98,8 @@ def test_baseline_matches_monte_carlo_over_teacher_fields(omega, sigma, a):
 def test_baseline_second_example_differs_from_the_standard_one():
     """App. E.2: the non-symmetric A changes B_hat (its rows follow the rows of A), so the comparison above is not
     trivially passed by a package that ignores A."""
-    standard = linear_baseline(derive(paper_model(positional=A_STANDARD)))
-    second = linear_baseline(derive(paper_model(positional=A_SECOND_EXAMPLE)))
+    standard = linear_baseline(derive(paper_model(A=A_STANDARD)))
+    second = linear_baseline(derive(paper_model(A=A_SECOND_EXAMPLE)))
     assert np.abs(standard.matrix - second.matrix).max() > 0.05
     assert second.matrix[0, 1] > second.matrix[0, 0] and second.matrix[1, 0] > second.matrix[1, 1]
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from experiments.cli import app
+from attnphase.experiments.cli import app
 
 runner = CliRunner()
 SMALL = ["--alphas", "1.9,2.0,2.1", "--order", "10"]
@@ -30,8 +30,8 @@ def test_help_lists_the_commands():
         ("--lambda", "-0.1", "lambda must be >= 0"),
         ("--A", "0.5,0.4,0.4,0.6", "A must be row-stochastic"),
         ("--A", "1,0,0", "A must be a square matrix"),
-        ("--alphas", "0:1:0.1", "alpha must be > 0"),
-        ("--alphas", "-1,2", "alpha must be > 0"),
+        ("--alphas", "0:1:0.1", "alpha must be a finite number > 0"),
+        ("--alphas", "-1,2", "alpha must be a finite number > 0"),
         ("--alphas", "a:b", "alphas must be start:stop:step"),
         ("--order", "1", "quadrature order must be an integer >= 2"),
         ("--quadrature", "simpson", "quadrature must be one of"),
@@ -47,7 +47,7 @@ def test_bad_input_is_one_readable_line(tmp_path, option, value, message):
 
 def test_bad_input_from_a_real_process_exits_2_without_traceback(tmp_path):
     process = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "scan", "--omega", "2", "--out", str(tmp_path)],
+        [sys.executable, "-m", "attnphase", "scan", "--omega", "2", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from saddle.codegen import ModuleSource, cache_directory
+from attnphase.saddle.codegen import ModuleSource, cache_directory
 
 ROOT = Path(__file__).resolve().parents[1]
 
 BUILD = """
 import json, sys
 import numpy as np, sympy as sp
-from saddle.codegen import ModuleSource
+from attnphase.saddle.codegen import ModuleSource
 x, y = sp.symbols("x y", real=True)
 source = ModuleSource(prox_dimension=1, halvings=3)
 source.scalar("f", [("a", [x, y])], sp.exp(x) * y + x**2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replica.declaration import (
+from attnphase.replica.declaration import (
     AttentionModel,
     DotProductAttention,
     GaussianTokens,
@@ -15,10 +15,10 @@ from replica.declaration import (
     Ridge,
     paper_model,
 )
-from saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, ProxSettings, SolverSettings
-from saddle.quadrature import GaussHermite
-from saddle.scan import make_solver
-from saddle.validation import ParameterError
+from attnphase.saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, ProxSettings, SolverSettings
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.scan import make_solver
+from attnphase.saddle.validation import ParameterError
 
 
 def all_points(traces):

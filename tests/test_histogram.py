@@ -12,7 +12,8 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from experiments.histogram import (
+from attnphase.experiments.cli import app, histogram
+from attnphase.experiments.histogram import (
     HistogramSettings,
     HistogramTransformer,
     evaluate,
@@ -21,7 +22,6 @@ from experiments.histogram import (
     run_histogram,
     train_epochs,
 )
-from experiments.histogram_command import histogram
 
 WIDTH = 64
 HALF = WIDTH // 2
@@ -190,9 +190,6 @@ def test_bad_settings_name_the_parameter_and_its_range(change, message):
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("histogram")(histogram)
-    app.command("unused")(lambda: None)  # two commands, so the name "histogram" is needed as in the real CLI
     return app
 
 

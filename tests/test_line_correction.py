@@ -9,8 +9,8 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from saddle.line_correction import LineCorrection
-from saddle.quadrature import GaussHermite
+from attnphase.saddle.line_correction import LineCorrection
+from attnphase.saddle.quadrature import GaussHermite
 
 TILT = 0.4
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replica.declaration import paper_model
-from saddle.fixed_point import POSITIONAL, SEMANTIC, SolverSettings
-from saddle.quadrature import (
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SolverSettings
+from attnphase.saddle.quadrature import (
     DEFAULT_TRAIN_LOSS_ERROR,
     GaussHermite,
     QuadratureError,
     ScrambledSobol,
     make_rule,
 )
-from saddle.scan import make_solver, threshold_solver
+from attnphase.saddle.scan import make_solver, threshold_solver
 
 
 @pytest.mark.parametrize("order", [4, 9, 16])

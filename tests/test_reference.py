@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from saddle.fixed_point import AGNOSTIC
+from attnphase.saddle.fixed_point import AGNOSTIC
 
 
 def _agnostic_at(solver, merged: dict, alpha: float):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from replica.declaration import (
+from attnphase.replica.declaration import (
     AttentionModel,
     DeclarationError,
     DotProductAttention,
@@ -21,8 +21,8 @@ from replica.declaration import (
     Ridge,
     paper_model,
 )
-from replica.saddle_equations import derive, latex
-from saddle.quadrature import GaussHermite
+from attnphase.replica.saddle_equations import derive, latex
+from attnphase.saddle.quadrature import GaussHermite
 
 #: Order parameter -> the conjugate whose stationarity condition fixes it (THEORY.md sec. 4):
 #: ``q = -2 dPsi_w/dVhat``, ``V = 2 dPsi_w/dqhat``, ``m = dPsi_w/dmhat``, ``theta = dPsi_w/dthetahat``.
@@ -518,10 +518,10 @@ def test_two_covariance_classes_get_separate_parameters_and_sec3_entropic_potent
         (lambda: paper_model(sigma=-0.5), "sigma"),
         (lambda: GaussianTokens(variances=((0.25, -0.5),)).validate(), "sigma"),
         (lambda: paper_model(lam=-0.01), "lambda"),
-        (lambda: paper_model(positional=((0.6, 0.4),)), "A"),
-        (lambda: paper_model(positional=((0.6, 0.4, 0.0), (0.4, 0.6, 0.0))), "A"),
-        (lambda: paper_model(positional=((0.6, 0.5), (0.4, 0.6))), "A"),
-        (lambda: paper_model(positional=((1.2, -0.2), (0.4, 0.6))), "A"),
+        (lambda: paper_model(A=((0.6, 0.4),)), "A"),
+        (lambda: paper_model(A=((0.6, 0.4, 0.0), (0.4, 0.6, 0.0))), "A"),
+        (lambda: paper_model(A=((0.6, 0.5), (0.4, 0.6))), "A"),
+        (lambda: paper_model(A=((1.2, -0.2), (0.4, 0.6))), "A"),
     ],
     ids=[
         "omega>1",
@@ -563,5 +563,5 @@ def test_teacher_constants_have_one_name_per_entry_of_a():
     """Every entry of A must become its own named constant (sec. 6), for any L."""
     length = 11
     a = tuple(tuple(1.0 / length for _ in range(length)) for _ in range(length))
-    teacher = MixedPositionalTeacher(omega=0.3, positional=a)
+    teacher = MixedPositionalTeacher(omega=0.3, A=a)
     assert len(teacher.constants()) == 1 + length * length

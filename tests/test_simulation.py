@@ -12,8 +12,8 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from experiments.simulate_command import simulate as simulate_command
-from experiments.simulation import (
+from attnphase.experiments.cli import app
+from attnphase.experiments.simulation import (
     SimulationSettings,
     generator,
     initial_weights,
@@ -25,7 +25,7 @@ from experiments.simulation import (
     tokens,
     training_data,
 )
-from saddle.fixed_point import POSITIONAL, SEMANTIC
+from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC
 
 TINY = SimulationSettings(d=6, alphas=(1.0,), seeds=2, n_test=50, max_steps=50)
 
@@ -156,9 +156,6 @@ def test_simulations_agree_with_the_theory(paper_solver, alpha, init, branch):
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("simulate")(simulate_command)
-    app.command("unused")(lambda: None)
     return app
 
 

@@ -11,10 +11,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from experiments.finite_size import finite_size, fit_power_law, gap_table
-from experiments.simulation import branch_overlaps, classify_basin
-from experiments.uninformed import basin_fractions, uninformed
-from saddle.fixed_point import SEMANTIC
+from attnphase.experiments.cli import app
+from attnphase.experiments.finite_size import fit_power_law, gap_table
+from attnphase.experiments.simulation import branch_overlaps, classify_basin
+from attnphase.experiments.uninformed import basin_fractions
+from attnphase.saddle.fixed_point import SEMANTIC
 
 OVERLAPS = pd.DataFrame(
     {"alpha": [1.5, 0.5, 3.0], "m_positional": [0.25, 0.22, 0.1], "theta_semantic": [0.14, 1e-14, 0.3]}
@@ -139,14 +140,11 @@ def test_basin_fractions_list_every_basin():
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    app.command("finite-size")(finite_size)
-    app.command("uninformed")(uninformed)
     return app
 
 
 def test_finite_size_command_writes_its_files(tmp_path, paper_solver, monkeypatch):
-    monkeypatch.setattr("experiments.finite_size.make_solver", lambda _model: paper_solver)  # the same model
+    monkeypatch.setattr("attnphase.experiments.finite_size.make_solver", lambda _model: paper_solver)  # the same model
     out = tmp_path / "fs"
     arguments = ["finite-size", "--out", str(out), "--dims", "8,12,16", "--seeds", "2"]
     result = CliRunner().invoke(_app(), [*arguments, "--n-test", "50", "--max-steps", "50"])
@@ -166,7 +164,7 @@ def test_finite_size_command_writes_its_files(tmp_path, paper_solver, monkeypatc
 
 
 def test_uninformed_command_writes_its_files(tmp_path, paper_solver, monkeypatch):
-    monkeypatch.setattr("experiments.uninformed.make_solver", lambda _model: paper_solver)  # the same model
+    monkeypatch.setattr("attnphase.experiments.uninformed.make_solver", lambda _model: paper_solver)  # the same model
     out = tmp_path / "un"
     arguments = ["uninformed", "--out", str(out), "--d", "8", "--alphas", "1.0,2.0", "--seeds", "3"]
     result = CliRunner().invoke(_app(), [*arguments, "--n-test", "50", "--max-steps", "40"])

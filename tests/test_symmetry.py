@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replica.declaration import paper_model
-from saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, SolverSettings
-from saddle.quadrature import GaussHermite, ScrambledSobol
-from saddle.scan import make_solver
-from saddle.symmetry import SignedTokenPermutation, envelope_symmetries
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, SolverSettings
+from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
+from attnphase.saddle.scan import make_solver
+from attnphase.saddle.symmetry import SignedTokenPermutation, envelope_symmetries
 
 SWAP = (1, 0)
 IDENTITY = (0, 1)
@@ -45,7 +45,7 @@ def test_the_symmetries_of_the_paper_model_are_found(coarse_solver):
 
 def test_an_asymmetric_positional_target_breaks_the_token_swap():
     solver = make_solver(
-        paper_model(positional=((0.3, 0.7), (0.8, 0.2))),
+        paper_model(A=((0.3, 0.7), (0.8, 0.2))),
         SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False),
     )
     found = symmetries(solver, np.array([0.05, 0.25, 13.0, 0.0]))
@@ -72,7 +72,7 @@ def test_a_rule_without_the_symmetry_is_not_folded():
 
 
 def test_the_group_is_closed():
-    from saddle.symmetry import candidates
+    from attnphase.saddle.symmetry import candidates
 
     def compose(a: SignedTokenPermutation, b: SignedTokenPermutation) -> tuple:
         perm = tuple(b.permutation[a.permutation[l]] for l in range(3))

@@ -1,0 +1,108 @@
+"""attnphase: derive, solve and check the replica theory of a solvable model of dot-product attention.
+
+The model and its theory are those of Cui, Behrens, Krzakala and Zdeborova, *A phase transition
+between positional and semantic learning in a solvable model of dot-product attention* (NeurIPS
+2024); the mathematics and its conventions are in THEORY.md. One namespace holds the public API::
+
+    import attnphase as ap
+
+    model = ap.paper_model(omega=0.3)            # a declaration (THEORY.md sec. 1, 6)
+    system = ap.derive(model)                    # free entropy and saddle-point equations (sec. 3, 4)
+    print(system.latex())                        # the whole system, ready for a paper
+    result = ap.scan(model, alphas="0.5:2.5:0.1")  # branches, alpha_c, alpha_l (sec. 5-7)
+    result.branches, result.thresholds           # tidy pandas tables
+    result.plot(); result.save("results")        # a figure; what `attnphase scan` writes
+    runs = ap.simulate(model, d=200, alphas=[1.0, 2.0], seeds=2)  # finite-d training (sec. 11)
+
+The stages of the pipeline are subpackages: :mod:`attnphase.replica` (declarations and symbolic
+derivation, sympy only), :mod:`attnphase.saddle` (compiled kernels, fixed points, branches,
+thresholds), :mod:`attnphase.baseline` (the linear positional baseline) and
+:mod:`attnphase.experiments` (studies, simulations, figures, files, the command line).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from attnphase.experiments.scan_study import ScanResult, fixed_point, scan
+from attnphase.replica.declaration import (
+    AttentionModel,
+    DeclarationError,
+    DotProductAttention,
+    GaussianTokens,
+    MixedPositionalTeacher,
+    PositionalEncodings,
+    Ridge,
+    paper_model,
+)
+from attnphase.replica.saddle_equations import ReplicaSystem, derive
+from attnphase.saddle.fixed_point import FixedPoint, ProxSettings, SolverSettings
+from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
+
+if TYPE_CHECKING:
+    from attnphase.experiments.finite_size import FiniteSizeResult, finite_size
+    from attnphase.experiments.histogram import HistogramResult, histogram
+    from attnphase.experiments.simulate_study import SimulationResult, simulate
+    from attnphase.experiments.uninformed import UninformedResult, uninformed
+
+try:
+    __version__ = metadata.version("attnphase")
+except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+    __version__ = "unknown"
+
+# the studies that train torch models load torch only when first used
+_LAZY = {
+    "simulate": "attnphase.experiments.simulate_study",
+    "SimulationResult": "attnphase.experiments.simulate_study",
+    "finite_size": "attnphase.experiments.finite_size",
+    "FiniteSizeResult": "attnphase.experiments.finite_size",
+    "uninformed": "attnphase.experiments.uninformed",
+    "UninformedResult": "attnphase.experiments.uninformed",
+    "histogram": "attnphase.experiments.histogram",
+    "HistogramResult": "attnphase.experiments.histogram",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'attnphase' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "AttentionModel",
+    "DeclarationError",
+    "DotProductAttention",
+    "FiniteSizeResult",
+    "FixedPoint",
+    "GaussHermite",
+    "GaussianTokens",
+    "HistogramResult",
+    "MixedPositionalTeacher",
+    "PositionalEncodings",
+    "ProxSettings",
+    "ReplicaSystem",
+    "Ridge",
+    "ScanResult",
+    "ScrambledSobol",
+    "SimulationResult",
+    "SolverSettings",
+    "UninformedResult",
+    "__version__",
+    "derive",
+    "finite_size",
+    "fixed_point",
+    "histogram",
+    "paper_model",
+    "scan",
+    "simulate",
+    "uninformed",
+]

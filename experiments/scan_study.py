@@ -1,0 +1,255 @@
+"""A scan over alpha: every branch, the thresholds alpha_c and alpha_l, tables and a figure.
+
+:func:`scan` is one call of the public API (``attnphase.scan``) and the whole of
+``attnphase scan``: it traces the fixed-point branches of a declared model over a grid of sample
+complexities (THEORY.md sec. 4-6), finds ``alpha_c`` (the change of global minimum) and ``alpha_l``
+(the global minimum against the linear baseline, sec. 7), and returns a :class:`ScanResult`.
+Given an output directory it also writes every point as soon as it is computed (atomically), and
+a rerun with the same model and options resumes from those points.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from attnphase.experiments.figures import scan_figure
+from attnphase.experiments.parsing import parse_alphas
+from attnphase.experiments.storage import PointLog, read_json, write_json
+from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
+from attnphase.replica.declaration import AttentionModel
+from attnphase.saddle.fixed_point import STANDARD_BRANCHES, FixedPoint, ProxSettings, SolverSettings
+from attnphase.saddle.quadrature import GaussHermite, make_rule
+from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
+
+#: The paper's grid of sample complexities (``start:stop:step``, stop included).
+DEFAULT_ALPHAS = "0.1:2.5:0.08"
+
+
+def solver_settings(
+    quadrature: str = "gauss-hermite",
+    order: int = 20,
+    seed: int = 0,
+    conjugate_form: str = "score",
+    threshold_order: int = 32,
+) -> SolverSettings:
+    """Solver settings from the scan's options: the rule by name and order (``sobol``: ``2**order``
+    points scrambled with ``seed``), the seed of the extra prox starts, the form of the conjugate
+    integrals (THEORY.md sec. 4) and the Gauss-Hermite order on which ``alpha_l`` is solved
+    (0: the scan's own rule)."""
+    return SolverSettings(
+        quadrature=make_rule(quadrature, order, seed),
+        conjugate_form=conjugate_form,
+        prox=ProxSettings(seed=seed),
+        threshold_quadrature=GaussHermite(threshold_order) if threshold_order else None,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class ScanResult(StudyResult):
+    """The outcome of :func:`scan`.
+
+    ``branches`` (one row per alpha and branch: order parameters, conjugates, ``free_entropy``,
+    ``train_loss`` = eps_t = -Phi, ``energy``, ``line_correction``, ``test_error``, ``converged``,
+    ``residual``, ...) and ``thresholds`` (one row: the model's parameters, ``alpha_c``,
+    ``alpha_l``, ``baseline_test_error`` and how each threshold was found) are the tables
+    ``attnphase scan`` writes as ``branches.csv`` and ``thresholds.csv``.
+    """
+
+    model: AttentionModel
+    alphas: np.ndarray
+    options: dict[str, object]
+    solution: ScanSolution
+    seconds: float
+    provenance: dict[str, str] = field(default_factory=versions)
+
+    figure_name = "scan"
+
+    @property
+    def points(self) -> list[FixedPoint]:
+        """Every fixed point of every branch, sorted by branch and alpha."""
+        return self.solution.points()
+
+    @property
+    def branches(self) -> pd.DataFrame:
+        """One row per computed point (:meth:`attnphase.saddle.fixed_point.FixedPoint.row`)."""
+        return pd.DataFrame([p.row() for p in self.points])
+
+    @property
+    def global_minimum(self) -> pd.DataFrame:
+        """At every alpha, the row of the converged point with the lowest training loss (THEORY.md sec. 5)."""
+        return pd.DataFrame([p.row() for p in self.solution.global_minimum().values()])
+
+    @property
+    def alpha_c(self) -> float:
+        """Where the global minimum changes from the positional to the semantic branch (NaN if not found)."""
+        return self.solution.alpha_c.value
+
+    @property
+    def alpha_l(self) -> float:
+        """Above which the global minimum beats the linear baseline's test error (NaN if not found)."""
+        return self.solution.alpha_l.value
+
+    @property
+    def thresholds(self) -> pd.DataFrame:
+        """One row: the model's parameters, the thresholds, the baseline's test error, how each was found."""
+        s = self.solution
+        row: dict[str, object] = dict(self.model.parameters())
+        row.update(
+            alpha_c=s.alpha_c.value,
+            alpha_l=s.alpha_l.value,
+            baseline_test_error=s.baseline.test_error,
+            alpha_c_note=s.alpha_c.note,
+            alpha_l_note=s.alpha_l.note,
+            quadrature=self.points[0].quadrature if self.points else "",
+        )
+        return pd.DataFrame([row])
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"branches": self.branches, "thresholds": self.thresholds}
+
+    @property
+    def record(self) -> dict[str, object]:
+        ends = {
+            name: {"ended_below": t.ended_below, "ended_above": t.ended_above}
+            for name, t in self.solution.traces.items()
+        }
+        return {
+            **_identity(self.model, self.options),
+            "status": "complete",
+            "seconds": round(self.seconds, 2),
+            "branch_ends": ends,
+            "versions": self.provenance,
+            "seeds": {"prox": self.options["seed"], "quadrature": self.options["seed"]},
+        }
+
+    def plot(self) -> Figure:
+        """Overlaps, training loss per branch, test error of the global minimum against the
+        baseline, and the training-loss gap, with alpha_c and alpha_l marked."""
+        return scan_figure(self.branches, self.thresholds.iloc[0])
+
+    def summary(self) -> str:
+        """A few lines: the thresholds, the baseline, how many points converged, where branches ended."""
+        s = self.solution
+        points = self.points
+        failed = [p for p in points if not p.converged]
+        lines = [
+            f"alpha_c = {s.alpha_c.value:.6f}  ({s.alpha_c.note})",
+            f"alpha_l = {s.alpha_l.value:.6f}  ({s.alpha_l.note})",
+            f"linear baseline test error = {s.baseline.test_error:.6g}",
+            f"{len(points) - len(failed)} converged fixed points, {len(failed)} not converged"
+            + (f" (branch ends: {', '.join(f'{p.branch} at alpha={p.alpha:g}' for p in failed)})" if failed else ""),
+        ]
+        return "\n".join(lines)
+
+
+def _identity(model: AttentionModel, options: dict[str, object]) -> dict[str, object]:
+    """What makes two scans the same computation (compared by value when resuming)."""
+    return {"model": model.record(), "options": options}
+
+
+def _resume(directory: Path, identity: dict[str, object], overwrite: bool, names: Sequence[Sequence[str]]) -> PointLog:
+    """The point log of ``directory``: resumed if it holds a scan of the same model and options,
+    emptied if ``overwrite``, else :class:`FileExistsError`."""
+    run_file, table = directory / "run.json", directory / "branches.csv"
+    previous = read_json(run_file)
+    same = previous is not None and all(previous.get(key) == value for key, value in identity.items())
+    if previous is not None and not same:
+        if not overwrite:
+            raise FileExistsError(
+                f"{directory} holds a scan with other settings ({previous.get('options')}); "
+                "use --overwrite (overwrite=True) or another --out"
+            )
+        table.unlink(missing_ok=True)
+    log = PointLog.resume(table, *names) if same else PointLog(table)
+    write_json(run_file, {**identity, "status": "running"})
+    return log
+
+
+def scan(
+    model: AttentionModel,
+    alphas: str | Sequence[float] = DEFAULT_ALPHAS,
+    *,
+    quadrature: str = "gauss-hermite",
+    order: int = 20,
+    seed: int = 0,
+    conjugate_form: str = "score",
+    threshold_order: int = 32,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool | None = True,
+) -> ScanResult:
+    """Trace the positional, semantic and agnostic branches of ``model`` over ``alphas`` and find
+    alpha_c and alpha_l (THEORY.md sec. 4-7).
+
+    ``alphas``: a sequence of sample complexities or, as on the command line, ``start:stop:step``
+    (stop included) or ``a,b,c``. ``quadrature``/``order``: ``gauss-hermite`` with ``order`` points
+    per dimension, or ``sobol`` with ``2**order`` points; ``seed``: Sobol scrambling and extra prox
+    starts; ``conjugate_form``: ``score`` (integration by parts) or ``envelope`` (sec. 4);
+    ``threshold_order``: Gauss-Hermite order of the rule on which alpha_l is solved (0: the scan's).
+    With ``out``, points are written to ``out/branches.csv`` as they are computed, an interrupted
+    scan of the same model and options resumes from them (``overwrite`` discards a scan with other
+    settings), and the finished result is saved there (:meth:`ScanResult.save`). ``progress``: show
+    a progress bar (``None``: only in a terminal).
+    """
+    grid = parse_alphas(alphas)
+    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
+    options: dict[str, object] = {
+        "alphas": grid.tolist(),
+        "quadrature": quadrature,
+        "order": order,
+        "seed": seed,
+        "conjugate_form": conjugate_form,
+        "threshold_order": threshold_order,
+    }
+    log = None
+    if out is not None:
+        directory = output_directory(out)
+        compiled = make_solver(model, settings).compiled
+        log = _resume(directory, _identity(model, options), overwrite, (compiled.names, compiled.conjugate_names))
+        if log.points:
+            logger.info("resuming from %d points in %s", len(log.points), directory / "branches.csv")
+    started = time.perf_counter()
+    with progress_bar(len(grid) * len(STANDARD_BRANCHES), "fixed points", "pt", progress) as bar:
+        known = log.points if log is not None else []
+        bar.update(sum(1 for p in known if p.converged and p.alpha in set(grid.tolist())))
+
+        def on_point(point: FixedPoint) -> None:
+            if log is not None:
+                log.add(point)
+            bar.update(1)
+
+        solution = run_scan(model, grid, settings, known=known, on_point=on_point)
+    result = ScanResult(model, grid, options, solution, time.perf_counter() - started)
+    logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
+    if out is not None:
+        result.save(out)
+    return result
+
+
+def fixed_point(
+    model: AttentionModel,
+    alpha: float,
+    branch: str = "semantic",
+    *,
+    quadrature: str = "gauss-hermite",
+    order: int = 20,
+    seed: int = 0,
+    conjugate_form: str = "score",
+) -> FixedPoint:
+    """One fixed point of the saddle-point equations of ``model`` at ``alpha`` on ``branch``
+    (``positional``, ``semantic`` or ``agnostic``: the overlap families it holds at zero,
+    THEORY.md sec. 6), found without a prior solution (:meth:`SaddlePointSolver.anchor`); the
+    rule and form options are those of :func:`scan`. Its ``row()`` is one row of a scan's table."""
+    by_name = {b.name: b for b in STANDARD_BRANCHES}
+    if branch not in by_name:
+        raise ValueError(f"branch must be one of {', '.join(by_name)}; got {branch!r}")
+    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order=0)
+    return make_solver(model, settings).anchor(float(alpha), by_name[branch])

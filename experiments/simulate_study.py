@@ -1,0 +1,150 @@
+"""Finite-d training runs set against the replica theory (THEORY.md sec. 1, 11; paper Fig. 3).
+
+:func:`simulate` is one call of the public API (``attnphase.simulate``) and the whole of
+``attnphase simulate``: it trains the declared model at finite ``d`` from informed (or random)
+initialisations (:mod:`attnphase.experiments.simulation`), classifies the basin each run ends in
+against the theory's branches, and returns a :class:`SimulationResult`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from attnphase.experiments.parsing import UsageError, parse_alphas, parse_names
+from attnphase.experiments.scan_study import ScanResult, scan
+from attnphase.experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate_to
+from attnphase.experiments.simulation_figures import simulation_figure
+from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.replica.declaration import AttentionModel
+
+#: The grid of sample complexities simulated by default.
+DEFAULT_SIMULATION_ALPHAS = "0.4:2.4:0.4"
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult(StudyResult):
+    """The outcome of :func:`simulate`.
+
+    ``runs``: one row per run (``alpha, d, n, seed, init, optimiser, train_loss, test_error, theta,
+    m, q, grad_norm, steps, converged, seconds, basin``), the table ``attnphase simulate`` writes
+    as ``simulations.csv``; ``theory_branches``: the scan's ``branches`` table it is compared with.
+    """
+
+    settings: SimulationSettings
+    runs: pd.DataFrame
+    theory_branches: pd.DataFrame
+    theory_thresholds: pd.Series | None
+    theory_source: str
+    simulation_seconds: float
+    seconds: float
+    provenance: dict[str, str] = field(default_factory=versions)
+
+    figure_name = "simulate"
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"simulations": self.runs}
+
+    @property
+    def record(self) -> dict[str, object]:
+        return {
+            "settings": self.settings.as_dict(),
+            "status": "complete",
+            "seeds": self.settings.seed_list,
+            "theory": self.theory_source,
+            "simulation_seconds": round(self.simulation_seconds, 2),
+            "seconds": round(self.seconds, 2),
+            "versions": self.provenance,
+        }
+
+    def plot(self) -> Figure:
+        """Test error, training loss and overlaps (mean and standard error over seeds) on the theory's
+        branches, and the training-loss gap between the two minima."""
+        return simulation_figure(self.runs, self.theory_branches, self.theory_thresholds)
+
+    def summary(self) -> str:
+        """One line: how many runs, how many converged."""
+        converged = int(self.runs["converged"].astype(bool).sum())
+        return f"{len(self.runs)} runs ({converged} converged to gradient norm <= {self.settings.tolerance:g})"
+
+
+def _theory_tables(theory: ScanResult | str | Path) -> tuple[pd.DataFrame, pd.Series | None, str]:
+    """The ``branches`` table and the thresholds row of a scan result or of a scan's output directory."""
+    if isinstance(theory, ScanResult):
+        return theory.branches, theory.thresholds.iloc[0], "given"
+    directory = Path(theory)
+    if not (directory / "branches.csv").exists():
+        raise UsageError(f"theory must be a scan's output directory with branches.csv; got {directory}")
+    thresholds_file = directory / "thresholds.csv"
+    thresholds = pd.read_csv(thresholds_file).iloc[0] if thresholds_file.exists() else None
+    return pd.read_csv(directory / "branches.csv"), thresholds, str(directory)
+
+
+def simulate(
+    model: AttentionModel,
+    *,
+    d: int = 400,
+    alphas: str | Sequence[float] = DEFAULT_SIMULATION_ALPHAS,
+    seeds: int | Sequence[int] = 4,
+    init: str | Sequence[str] = ("positional", "semantic"),
+    optimiser: str = "lbfgs",
+    lr: float | None = None,
+    max_steps: int = 5000,
+    tolerance: float = 1e-6,
+    n_test: int = 10_000,
+    theory: ScanResult | str | Path | None = None,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool | None = True,
+) -> SimulationResult:
+    """Train ``model`` at embedding dimension ``d`` and compare with the replica theory (THEORY.md sec. 11).
+
+    Full-batch ERM in float64 (sec. 1) on ``n = round(alpha d)`` samples for every alpha in
+    ``alphas`` (a sequence, or ``start:stop:step`` / ``a,b,c``), ``seeds`` runs each (a count or a
+    list of seeds), from every initialisation in ``init`` (``positional``: ``Q`` along ``p_1``,
+    ``semantic``: ``Q = Q*``, ``random``), with ``optimiser`` ``lbfgs``, ``gd`` or ``adam`` (``lr``
+    ``None``: GD 0.15, Adam 0.01, L-BFGS 1) until the gradient norm is below ``tolerance`` or after
+    ``max_steps`` steps; the test error on ``n_test`` fresh samples. ``theory``: a
+    :class:`~attnphase.experiments.scan_study.ScanResult`, a scan's output directory, or ``None`` to
+    scan the simulated alphas (into ``out/theory`` when ``out`` is given). With ``out``, blocks are
+    written as they finish and a rerun with the same settings resumes; the result is saved there.
+    The simulator trains the paper's family only (:meth:`SimulationSettings.of_model`).
+    """
+    settings = SimulationSettings.of_model(
+        model,
+        d=d,
+        alphas=tuple(float(a) for a in parse_alphas(alphas)),
+        seeds=seeds if isinstance(seeds, int) else tuple(seeds),
+        inits=parse_names(init),
+        optimiser=optimiser,
+        lr=lr,
+        max_steps=max_steps,
+        tolerance=tolerance,
+        n_test=n_test,
+    ).validate()
+    given_theory = None if theory is None else _theory_tables(theory)
+    directory = output_directory(out) if out is not None else None
+    started = time.perf_counter()
+    with progress_bar(len(settings.alphas) * len(settings.inits), "simulations", "block", progress) as bar:
+        runs = simulate_to(directory, settings, overwrite=overwrite, progress=lambda _block: bar.update(1))
+    simulation_seconds = time.perf_counter() - started
+    if given_theory is None:
+        theory_out = None if directory is None else directory / "theory"
+        scanned = scan(model, settings.alphas, out=theory_out, overwrite=True, progress=progress)
+        branches, thresholds = scanned.branches, scanned.thresholds.iloc[0]
+        source = "scanned" if theory_out is None else str(theory_out)
+    else:
+        branches, thresholds, source = given_theory
+    runs = classify_basin(runs, branch_overlaps(branches, settings.alphas))
+    result = SimulationResult(
+        settings, runs, branches, thresholds, source, simulation_seconds, time.perf_counter() - started
+    )
+    if directory is not None:
+        result.save(directory)
+    return result

@@ -1,0 +1,120 @@
+"""What every study shares: its result (tables, a figure, a record), saving it, provenance, progress.
+
+A study (a scan over alpha, simulations, finite-size scaling, uninformed starts, the histogram
+task) returns a :class:`StudyResult`: tidy pandas tables, a matplotlib figure drawn on demand
+(:meth:`StudyResult.plot`) and a JSON-ready record of its settings, seeds, package versions and
+timings. :meth:`StudyResult.save` writes exactly what the corresponding command writes: one CSV per
+table, the figure as PNG and PDF, and ``run.json``.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+
+from attnphase.experiments.storage import write_json, write_table
+
+logger = logging.getLogger("attnphase")
+
+#: The packages a result depends on, recorded next to it.
+RECORDED_PACKAGES = ("attnphase", "numpy", "scipy", "sympy", "numba", "pandas", "matplotlib", "torch")
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and of :data:`RECORDED_PACKAGES` (written next to every result)."""
+    found = {"python": platform.python_version()}
+    for name in RECORDED_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def progress_bar(total: int, description: str, unit: str, progress: bool | None) -> tqdm:
+    """A progress bar on standard error that works in a terminal and in Jupyter (``tqdm.auto``).
+
+    ``progress``: ``True`` shows it, ``False`` hides it, ``None`` shows it only when standard error
+    is a terminal (the command line's choice).
+    """
+    disable = None if progress is None else not progress
+    return tqdm(total=total, desc=description, unit=unit, disable=disable, leave=False)
+
+
+def output_directory(out: str | Path) -> Path:
+    """``out`` as a directory that exists, created before any computation so that a location that
+    cannot be written fails at once, naming ``out``."""
+    path = Path(out)
+    if str(out) == "":
+        raise ValueError("out must name a directory; got ''")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        message = f"out must be a directory that can be created and written; got {str(out)!r} ({error})"
+        raise ValueError(message) from None
+    return path
+
+
+class StudyResult(ABC):
+    """Tables, a figure and a record of one study.
+
+    Subclasses name their tables (``tables``: file stem -> DataFrame, written as ``<stem>.csv``),
+    their figure (``figure_name``: written as ``<figure_name>.png`` and ``.pdf``) and draw it in
+    :meth:`plot`.
+    """
+
+    figure_name: str = "figure"
+    figure_dpi: int = 150
+
+    @property
+    @abstractmethod
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table of the study by file stem."""
+
+    @property
+    @abstractmethod
+    def record(self) -> dict[str, object]:
+        """Settings, seeds, versions and timings, as written to ``run.json``."""
+
+    @abstractmethod
+    def plot(self) -> Figure:
+        """The study's figure (a new :class:`matplotlib.figure.Figure`, not registered with pyplot)."""
+
+    def save(self, out: str | Path) -> list[Path]:
+        """Write every table as CSV, the figure as PNG and PDF and the record as ``run.json`` into
+        ``out`` (created if needed; each file written atomically). Returns the paths written."""
+        directory = output_directory(out)
+        paths = []
+        for stem, table in self.tables.items():
+            path = directory / f"{stem}.csv"
+            write_table(path, table)
+            paths.append(path)
+        paths += save_figure(self.plot(), directory / self.figure_name, self.figure_dpi)
+        write_json(directory / "run.json", self.record)
+        paths.append(directory / "run.json")
+        logger.info("wrote %s", ", ".join(p.name for p in paths))
+        return paths
+
+
+def save_figure(fig: Figure, out_stem: Path, dpi: int = 150) -> list[Path]:
+    """Write ``fig`` as ``out_stem.png`` and ``out_stem.pdf`` (creating the directory)."""
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=dpi)
+    return paths
+
+
+def parameter_title(parameters: Mapping[str, float]) -> str:
+    """A figure title from a model's named parameters (``omega``, ``sigma``, ``lambda``, ...)."""
+    symbols = {"omega": r"$\omega$", "sigma": r"$\sigma$", "lambda": r"$\lambda$"}
+    shown = [f"{symbols[name]} = {value:g}" for name, value in parameters.items() if name in symbols]
+    return ", ".join(shown)

@@ -1,0 +1,190 @@
+"""The public API: one namespace, one call per study, the same tables as the command line, documented."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import pkgutil
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from typer.testing import CliRunner
+
+import attnphase as ap
+from attnphase.experiments.cli import app
+
+SMALL_ALPHAS = "1.9,2.0,2.1"
+SMALL_ORDER = 10
+
+
+def _public_modules() -> list[str]:
+    names = ["attnphase"]
+    for sub in ("replica", "saddle", "baseline", "experiments"):
+        package = importlib.import_module(f"attnphase.{sub}")
+        names.append(package.__name__)
+        names += [m.name for m in pkgutil.iter_modules(package.__path__, package.__name__ + ".")]
+    return names
+
+
+def _public_objects():
+    """Every public function, class, method and property defined in the package's modules."""
+    for module_name in _public_modules():
+        module = importlib.import_module(module_name)
+        yield module_name, module
+        for name, obj in vars(module).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != module_name:
+                continue
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                yield f"{module_name}.{name}", obj
+            if inspect.isclass(obj):
+                for member in vars(obj):
+                    attribute = inspect.getattr_static(obj, member)
+                    if member.startswith("_") or not isinstance(
+                        attribute, property | staticmethod | classmethod
+                    ) and not inspect.isfunction(attribute):
+                        continue
+                    yield f"{module_name}.{name}.{member}", getattr(obj, member)
+
+
+def test_every_public_object_has_a_docstring():
+    missing = [name for name, obj in _public_objects() if not (inspect.getdoc(obj) or "").strip()]
+    assert missing == []
+
+
+def test_the_namespace_exports_what_it_lists_and_each_entry_states_its_science():
+    assert ap.__version__ != "unknown"
+    for name in ap.__all__:
+        obj = getattr(ap, name)
+        if name == "__version__":
+            continue
+        doc = inspect.getdoc(obj) or ""
+        assert doc, name
+        # the studies and the declaration's entry points cite the mathematics they implement
+        if name in {"paper_model", "derive", "scan", "simulate", "finite_size", "uninformed", "histogram", "fixed_point"}:
+            assert re.search(r"THEORY\.md sec\. \d|paper App\. [A-E]", doc), name
+    assert set(ap.__all__) <= set(dir(ap))
+
+
+def test_importing_the_namespace_does_not_load_torch():
+    code = "import sys, attnphase; assert 'torch' not in sys.modules; attnphase.simulate; assert 'torch' in sys.modules"
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_paper_model_takes_the_command_line_names_and_arrays():
+    model = ap.paper_model(omega=0.4, sigma=0.7, lam=0.02, A=np.array([[0.3, 0.7], [0.8, 0.2]]))
+    assert model.parameters() == {
+        "omega": 0.4,
+        "A_1_1": 0.3,
+        "A_1_2": 0.7,
+        "A_2_1": 0.8,
+        "A_2_2": 0.2,
+        "sigma": pytest.approx(0.7),
+        "lambda": 0.02,
+    }
+    assert model.record()["teacher"]["positional"] == [[0.3, 0.7], [0.8, 0.2]]
+    assert model.record() != ap.paper_model().record()
+
+
+@pytest.fixture(scope="module")
+def api_scan() -> ap.ScanResult:
+    return ap.scan(ap.paper_model(), SMALL_ALPHAS, order=SMALL_ORDER, progress=False)
+
+
+@pytest.fixture(scope="module")
+def cli_scan(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli-scan")
+    result = CliRunner().invoke(app, ["scan", "--out", str(out), "--alphas", SMALL_ALPHAS, "--order", str(SMALL_ORDER)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_scan_is_one_call_with_tidy_tables(api_scan):
+    branches = api_scan.branches
+    assert set(branches["branch"]) == {"positional", "semantic", "agnostic"}
+    assert sorted(set(branches["alpha"])) == [1.9, 2.0, 2.1]
+    assert branches["converged"].all()
+    assert len(api_scan.thresholds) == 1
+    assert {"omega", "sigma", "lambda", "alpha_c", "alpha_l", "baseline_test_error"} <= set(api_scan.thresholds)
+    minimum = api_scan.global_minimum
+    assert list(minimum["alpha"]) == [1.9, 2.0, 2.1]
+    by_alpha = branches.groupby("alpha")["train_loss"].min()
+    np.testing.assert_array_equal(minimum["train_loss"], by_alpha.loc[minimum["alpha"]])
+    assert isinstance(api_scan.plot(), Figure)
+
+
+def test_the_command_line_and_the_api_give_identical_tables(api_scan, cli_scan):
+    for name, table in api_scan.tables.items():
+        written = pd.read_csv(cli_scan / f"{name}.csv")
+        assert list(written.columns) == list(table.columns), name
+        expected = pd.read_csv(pd.io.common.StringIO(table.to_csv(index=False, float_format="%.12g")))
+        pd.testing.assert_frame_equal(written, expected, check_exact=True)
+
+
+def test_saving_writes_what_the_command_writes(api_scan, cli_scan, tmp_path):
+    paths = api_scan.save(tmp_path / "saved")
+    written = {p.name for p in paths}
+    assert written == {p.name for p in cli_scan.iterdir()}
+    for name in ("branches.csv", "thresholds.csv"):
+        assert (tmp_path / "saved" / name).read_text() == (cli_scan / name).read_text()
+    saved, command = (json.loads((d / "run.json").read_text()) for d in (tmp_path / "saved", cli_scan))
+    assert saved.keys() == command.keys()
+    assert {k: saved[k] for k in ("model", "options", "seeds", "status")} == {
+        k: command[k] for k in ("model", "options", "seeds", "status")
+    }
+
+
+def test_a_fixed_point_is_one_call(api_scan):
+    point = ap.fixed_point(ap.paper_model(), 2.0, "semantic", order=SMALL_ORDER)
+    row = api_scan.branches.set_index(["branch", "alpha"]).loc[("semantic", 2.0)]
+    assert point.converged and point.branch == "semantic"
+    assert point.train_loss == pytest.approx(row["train_loss"], rel=1e-7)
+    with pytest.raises(ValueError, match="branch must be one of positional, semantic, agnostic"):
+        ap.fixed_point(ap.paper_model(), 2.0, "mixed")
+
+
+def test_progress_false_is_silent_and_the_library_prints_nothing(capfd):
+    ap.scan(ap.paper_model(), "2.0", order=6, threshold_order=0, progress=False)
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_progress_true_shows_a_bar_on_standard_error(capfd):
+    ap.scan(ap.paper_model(), "2.0", order=6, threshold_order=0, progress=True)
+    captured = capfd.readouterr()
+    assert captured.out == "" and "fixed points" in captured.err
+
+
+def test_the_simulation_api_and_command_give_identical_runs(tmp_path, api_scan):
+    theory = tmp_path / "theory"
+    api_scan.save(theory)
+    options = {"d": 12, "alphas": "1.9,2.1", "seeds": 2, "n_test": 100, "max_steps": 200}
+    result = ap.simulate(ap.paper_model(), **options, theory=theory, progress=False)
+    arguments = ["simulate", "--out", str(tmp_path / "sim"), "--theory", str(theory)]
+    for key, value in options.items():
+        arguments += [f"--{key.replace('_', '-')}", str(value)]
+    command = CliRunner().invoke(app, arguments)
+    assert command.exit_code == 0, command.output
+    written = pd.read_csv(tmp_path / "sim" / "simulations.csv").drop(columns="seconds")
+    expected = pd.read_csv(pd.io.common.StringIO(result.runs.to_csv(index=False, float_format="%.12g")))
+    pd.testing.assert_frame_equal(written, expected.drop(columns="seconds"), check_exact=True)
+    assert set(result.runs["basin"]) <= {"positional", "semantic", "neither"}
+    assert isinstance(result.plot(), Figure)
+
+
+def test_the_simulator_refuses_a_declaration_it_cannot_train():
+    model = ap.AttentionModel(
+        tokens=ap.GaussianTokens(variances=((0.25, 0.25, 0.5),)),
+        positions=ap.PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),
+        teacher=ap.MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.2, 0.2), (0.2, 0.6, 0.2), (0.2, 0.2, 0.6))),
+        student=ap.DotProductAttention(),
+        regulariser=ap.Ridge(0.01),
+    )
+    with pytest.raises(ValueError, match="paper's family"):
+        ap.simulate(model, d=8, alphas=[1.0], seeds=1, progress=False)
