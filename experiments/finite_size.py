@@ -5,7 +5,7 @@ authors' finite-size runs), each informed initialisation is trained with L-BFGS 
 (``n = round(alpha d)`` samples, THEORY.md sec. 6) and its averages over seeds are set against the
 theory's branch that initialisation leads to (THEORY.md sec. 5): positional init against the
 positional branch (``eps_t``, ``eps_g``, ``|m|``), semantic init against the semantic branch
-(``eps_t``, ``eps_g``, ``theta``). The gap ``|mean_sim - theory|`` is fitted by a power law
+(``eps_t``, ``eps_g``, ``theta``). The gap ``|mean_sim - theory|`` is fitted by a power law::
 
     gap(d) ~= C d^(-rate),    log gap = log C - rate log d    (ordinary least squares),
 

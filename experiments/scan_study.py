@@ -42,9 +42,12 @@ def solver_settings(
     """Solver settings from the scan's options: the rule by name and order (``sobol``: ``2**order``
     points scrambled with ``seed``), the seed of the extra prox starts, the form of the conjugate
     integrals (THEORY.md sec. 4) and the Gauss-Hermite order on which ``alpha_l`` is solved
-    (0: the scan's own rule)."""
+    (0: the scan's own rule). The smooth test-error integrand (sec. 5) is integrated by
+    Gauss-Hermite of the same order (of order 20 beside a Sobol rule)."""
+    rule = make_rule(quadrature, order, seed)
     return SolverSettings(
-        quadrature=make_rule(quadrature, order, seed),
+        quadrature=rule,
+        test_quadrature=rule if isinstance(rule, GaussHermite) else GaussHermite(20),
         conjugate_form=conjugate_form,
         prox=ProxSettings(seed=seed),
         threshold_quadrature=GaussHermite(threshold_order) if threshold_order else None,
@@ -196,7 +199,7 @@ def scan(
     ``threshold_order``: Gauss-Hermite order of the rule on which alpha_l is solved (0: the scan's).
     With ``out``, points are written to ``out/branches.csv`` as they are computed, an interrupted
     scan of the same model and options resumes from them (``overwrite`` discards a scan with other
-    settings), and the finished result is saved there (:meth:`ScanResult.save`). ``progress``: show
+    settings), and the finished result is saved there (:meth:`StudyResult.save`). ``progress``: show
     a progress bar (``None``: only in a terminal).
     """
     grid = parse_alphas(alphas)

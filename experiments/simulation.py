@@ -16,7 +16,7 @@ Measured per run (THEORY.md sec. 2, 5, 6): ``eps_t = E(Q_hat)/d``;
 ``m = 1_d . Q/d`` (positional), ``theta = sigma^2 Q* . Q/d`` (semantic) and ``q = sigma^2 ||Q||^2/d``.
 
 Speed. The loss of one sample depends on ``Q`` only through the two fields ``h`` and, writing
-``G_ab = a b^T`` for the ``L x L`` Gram matrices of a sample,
+``G_ab = a b^T`` for the ``L x L`` Gram matrices of a sample::
 
     ||T z - S x||_F^2 = tr(T G_zz T^T) - 2 tr(T G_zx S^T) + tr(S G_xx S^T),
 
@@ -145,14 +145,17 @@ class SimulationSettings:
 
     @property
     def seed_list(self) -> list[int]:
+        """The seeds as a list (``0 .. seeds-1`` for a count)."""
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
 
     @property
     def learning_rate(self) -> float:
+        """``lr``, or the optimiser's default when ``lr`` is ``None``."""
         return DEFAULT_LR[self.optimiser] if self.lr is None else self.lr
 
     @property
     def torch_dtype(self) -> torch.dtype:
+        """The torch dtype named by ``dtype``."""
         return DTYPES[self.dtype]
 
     @classmethod
@@ -249,6 +252,7 @@ class TrainingData:
 
     @property
     def n(self) -> int:
+        """The number of samples per run."""
         return self.c0.shape[1]
 
 

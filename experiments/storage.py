@@ -19,6 +19,7 @@ from attnphase.saddle.fixed_point import FixedPoint
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it (never a truncated file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -31,16 +32,19 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, object]] | pd.DataFrame) -> pd.DataFrame:
+    """Write ``rows`` (dicts or a DataFrame) as CSV atomically, floats to 12 significant digits; return the table."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     atomic_write_text(path, frame.to_csv(index=False, float_format="%.12g"))
     return frame
 
 
 def write_json(path: Path, payload: Mapping[str, object]) -> None:
+    """Write ``payload`` as indented, key-sorted JSON atomically."""
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def read_json(path: Path) -> dict[str, object] | None:
+    """The JSON object in ``path``, or ``None`` if there is no such file."""
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -53,6 +57,7 @@ class PointLog:
 
     @classmethod
     def resume(cls, path: Path, names: Sequence[str], conjugate_names: Sequence[str]) -> PointLog:
+        """The log of the points already in ``path`` (empty if there is no such file)."""
         if not path.exists():
             return cls(path)
         frame = pd.read_csv(path)
@@ -60,11 +65,14 @@ class PointLog:
 
     @property
     def points(self) -> list[FixedPoint]:
+        """The points, sorted by branch and alpha."""
         return [self._points[k] for k in sorted(self._points)]
 
     def add(self, point: FixedPoint) -> None:
+        """Record ``point`` (replacing one of the same branch and alpha) and save the table."""
         self._points[(point.branch, point.alpha)] = point
         self.save()
 
     def save(self) -> pd.DataFrame:
+        """Write the table of every point; return it."""
         return write_table(self.path, [p.row() for p in self.points])

@@ -47,12 +47,15 @@ class DotProductAttention:
     """Tied dot-product attention ``S(h) = softmax_row(h h^T)`` (paper eq. 15)."""
 
     def expression(self, fields: sp.Matrix, constants: dict[str, sp.Symbol]) -> sp.Matrix:
+        """``softmax_row(h h^T)`` of the L x r field matrix ``h`` (an L x L sympy matrix)."""
         return softmax_rows_stable(fields * fields.T)
 
     def constants(self) -> dict[str, float]:
+        """No named constants: the map has no parameters."""
         return {}
 
     def validate(self, length: int) -> None:
+        """Every sequence length is allowed."""
         return None
 
 
@@ -69,6 +72,7 @@ class MixedPositionalTeacher:
     semantic: DotProductAttention = field(default_factory=DotProductAttention)
 
     def validate(self, length: int) -> None:
+        """``omega`` in [0, 1] and ``A`` a row-stochastic ``length`` x ``length`` matrix."""
         require(0.0 <= self.omega <= 1.0, "omega", "in [0, 1]", self.omega)
         a = self.positional
         require(
@@ -86,6 +90,7 @@ class MixedPositionalTeacher:
             )
 
     def constants(self) -> dict[str, float]:
+        """``omega`` and the entries ``A_i_j`` of ``A`` (1-based), as named constants."""
         values = {"omega": float(self.omega)}
         for i, row in enumerate(self.positional):
             for j, x in enumerate(row):
@@ -93,6 +98,7 @@ class MixedPositionalTeacher:
         return values
 
     def expression(self, fields: sp.Matrix, constants: dict[str, sp.Symbol]) -> sp.Matrix:
+        """``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` with the named constants."""
         n = len(self.positional)
         omega = constants["omega"]
         a = sp.Matrix(n, n, lambda i, j: constants[f"A_{i + 1}_{j + 1}"])
@@ -123,9 +129,11 @@ class GaussianTokens:
 
     @property
     def length(self) -> int:
+        """The number of tokens L."""
         return len(self.variances[0])
 
     def validate(self) -> None:
+        """At least one atom, positive weights summing to one, positive variances, one per token."""
         require(len(self.variances) >= 1, "variances", "at least one spectral atom", self.variances)
         require(
             len(self.weights) == len(self.variances),
@@ -160,6 +168,7 @@ class GaussianTokens:
         return tuple(distinct.index(column) for column in columns)
 
     def constants(self) -> dict[str, float]:
+        """The atom weights ``w_a`` and the variance ``gamma_a_c`` of each covariance class in each atom."""
         classes = self.covariance_classes()
         values: dict[str, float] = {}
         for a, row in enumerate(self.variances):
@@ -184,12 +193,15 @@ class PositionalEncodings:
 
     @property
     def directions(self) -> int:
+        """The number of orthonormal directions ``u_k`` the encodings are built from."""
         return len(self.coefficients[0]) if self.coefficients else 0
 
     def atom_of(self, k: int) -> int:
+        """The spectral atom whose eigenspace holds the direction ``u_k``."""
         return 0 if self.atoms is None else self.atoms[k]
 
     def validate(self, length: int, n_atoms: int) -> None:
+        """One row per token, rows of equal length, and existing atoms."""
         require(len(self.coefficients) == length, "positions", f"one row per token ({length})", self.coefficients)
         require(
             all(len(row) == self.directions for row in self.coefficients),
@@ -202,6 +214,7 @@ class PositionalEncodings:
             require(all(0 <= a < n_atoms for a in self.atoms), "positions.atoms", f"in [0, {n_atoms - 1}]", self.atoms)
 
     def coefficient_matrix(self) -> sp.Matrix:
+        """The L x K matrix ``P`` of ``p_l = sum_k P_lk u_k`` with exact (rational) entries."""
         return sp.Matrix(len(self.coefficients), self.directions, lambda i, j: sp.nsimplify(self.coefficients[i][j]))
 
 
@@ -212,9 +225,11 @@ class Ridge:
     strength: float
 
     def validate(self) -> None:
+        """``lambda >= 0``."""
         require(self.strength >= 0, "lambda", ">= 0", self.strength)
 
     def constants(self) -> dict[str, float]:
+        """The strength as the named constant ``lambda``."""
         return {"lambda": float(self.strength)}
 
     def entropic_potential(self, a_matrix: sp.Matrix, second_moment: sp.Matrix, lam: sp.Symbol) -> sp.Expr:
@@ -245,9 +260,11 @@ class AttentionModel:
 
     @property
     def length(self) -> int:
+        """The number of tokens L."""
         return self.tokens.length
 
     def validate(self) -> None:
+        """Validate every component against the others (raises :class:`DeclarationError`)."""
         require(self.rank >= 1, "rank", ">= 1", self.rank)
         require(self.teacher_rank >= 1, "teacher_rank", ">= 1", self.teacher_rank)
         self.tokens.validate()
@@ -308,7 +325,7 @@ def paper_model(
     omega: float = 0.3,
     sigma: float = 0.5,
     lam: float = 0.01,
-    A: Sequence[Sequence[float]] = ((0.6, 0.4), (0.4, 0.6)),  # noqa: N803 - the paper's name
+    A: Sequence[Sequence[float]] = ((0.6, 0.4), (0.4, 0.6)),
 ) -> AttentionModel:
     """The paper's instance (THEORY.md sec. 6): ``L = 2``, ``r = t = 1``, ``Sigma_l = sigma^2 I``,
     ``p_1 = -p_2``, dot-product student, ridge of strength ``lam`` (lambda), and the target

@@ -33,6 +33,7 @@ class OrderParameter:
 
     @property
     def name(self) -> str:
+        """The printed name of the entry, e.g. ``q`` or ``theta_2``."""
         return self.symbol.name
 
 
@@ -66,6 +67,8 @@ class ReducedParameters:
 
     @classmethod
     def build(cls, n_classes: int, n_directions: int, rank: int, teacher_rank: int) -> ReducedParameters:
+        """Symbols for ``n_classes`` covariance classes and ``n_directions`` positional directions at
+        student rank ``rank`` and teacher rank ``teacher_rank`` (THEORY.md sec. 2)."""
         entries: list[OrderParameter] = []
         mats: dict[str, list[sp.Matrix]] = {}
         specs = {
@@ -109,12 +112,15 @@ class ReducedParameters:
         )
 
     def of_family(self, family: str) -> tuple[OrderParameter, ...]:
+        """The entries of one family (``q``, ``m``, ``V`` or ``theta``)."""
         return tuple(e for e in self.entries if e.family == family)
 
     @property
     def symbols(self) -> tuple[sp.Symbol, ...]:
+        """The order-parameter symbols, in the order of :attr:`entries`."""
         return tuple(e.symbol for e in self.entries)
 
     @property
     def conjugates(self) -> tuple[sp.Symbol, ...]:
+        """The conjugate symbols, in the order of :attr:`entries`."""
         return tuple(e.conjugate for e in self.entries)

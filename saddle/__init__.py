@@ -1,0 +1,1 @@
+"""Numerics of the saddle-point equations: compiled kernels, quadrature, fixed points, branches, thresholds."""

@@ -80,6 +80,7 @@ class ModuleSource:
 
     @property
     def text(self) -> str:
+        """The module's source so far."""
         return "".join(self.parts)
 
     def load(self) -> ModuleType:

@@ -64,14 +64,17 @@ class CompiledSystem:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The order-parameter names, in the order of every vector of parameters."""
         return tuple(e.symbol.name for e in self.system.entries)
 
     @property
     def conjugate_names(self) -> tuple[str, ...]:
+        """The conjugate names, in the same order."""
         return tuple(e.conjugate.name for e in self.system.entries)
 
     @property
     def families(self) -> tuple[str, ...]:
+        """The family (``q``, ``m``, ``V``, ``theta``) of each order parameter."""
         return tuple(e.family for e in self.system.entries)
 
     @property
@@ -81,9 +84,11 @@ class CompiledSystem:
 
     @property
     def prox_dimension(self) -> int:
+        """Number of prox variables ``k = L r``."""
         return len(self.system.z)
 
     def constant_vector(self) -> np.ndarray:
+        """The values of the declaration's named constants, in the compiled order."""
         values = self.system.constant_values()
         return np.array([values[c] for c in self.system.constants], dtype=float)
 

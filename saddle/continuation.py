@@ -34,6 +34,7 @@ class BranchTrace:
     ended_above: float | None  # ... nor above this one
 
     def converged(self) -> tuple[FixedPoint, ...]:
+        """The points of the trace that converged."""
         return tuple(p for p in self.points if p.converged)
 
 

@@ -365,9 +365,11 @@ class SaddlePointSolver:
         return float(system.teacher_overlap[group].subs(system.constant_values()))
 
     def free_mask(self, branch: Branch) -> np.ndarray:
+        """True for the order parameters ``branch`` does not hold at zero."""
         return np.array([f not in branch.zero for f in self.families])
 
     def seeded_families(self, branch: Branch) -> tuple[str, ...]:
+        """The overlap families (``m``, ``theta``) that are free on ``branch``."""
         return tuple(f for f in ("m", "theta") if f not in branch.zero)
 
     def on_branch(self, point: FixedPoint, branch: Branch) -> bool:

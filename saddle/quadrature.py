@@ -50,12 +50,15 @@ class GaussHermite:
 
     @property
     def label(self) -> str:
+        """The rule's name in tables, e.g. ``gauss-hermite-20``."""
         return f"gauss-hermite-{self.order}"
 
     def nodes(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes ``(dimension, N)`` and weights ``(N,)`` summing to one, for ``E_{n ~ N(0, I)}``."""
         return _tensor_gauss_hermite(self.order, dimension, self.prune)[:2]
 
     def pruned_weight(self, dimension: int) -> float:
+        """The total weight of the nodes dropped by pruning."""
         return _tensor_gauss_hermite(self.order, dimension, self.prune)[2]
 
 
@@ -91,12 +94,15 @@ class ScrambledSobol:
 
     @property
     def label(self) -> str:
+        """The rule's name in tables, e.g. ``sobol-2^16-seed0``."""
         return f"sobol-2^{self.log2_points}-seed{self.seed}"
 
     def nodes(self, dimension: int) -> tuple[np.ndarray, np.ndarray]:
+        """Points ``(dimension, N)`` and equal weights ``(N,)``, for ``E_{n ~ N(0, I)}``."""
         return _sobol(self.log2_points, dimension, self.seed)
 
     def pruned_weight(self, dimension: int) -> float:
+        """Zero: no point is dropped."""
         return 0.0
 
 

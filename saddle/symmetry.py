@@ -48,11 +48,13 @@ class SignedTokenPermutation:
         return np.array(index), np.array(sign, dtype=float)
 
     def z_map(self, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Index and sign arrays mapping the prox variables ``z`` (L r of them) under this map."""
         index = [self.permutation[l] * r + i for l in range(len(self.permutation)) for i in range(r)]
         return np.array(index), np.full(len(index), float(self.sign_z))
 
     @property
     def is_identity(self) -> bool:
+        """Whether the map leaves every variable unchanged."""
         return self.permutation == tuple(sorted(self.permutation)) and self.sign_xi == self.sign_eta == self.sign_z == 1
 
 
@@ -118,6 +120,7 @@ class Fold:
         return self.sources.size / max(self.representatives.size, 1)
 
     def unfold_z(self, z_rep: np.ndarray) -> np.ndarray:
+        """The prox at every node of the rule from its value at the orbit representatives."""
         columns = z_rep[:, self.sources]
         return self.z_sign * np.take_along_axis(columns, self.z_index, axis=0)
 

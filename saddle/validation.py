@@ -10,5 +10,6 @@ class ParameterError(ValueError):
 
 
 def check_alpha(alpha: float) -> None:
+    """Raise :class:`ParameterError` unless ``alpha`` is a finite number > 0."""
     if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
         raise ParameterError(f"alpha must be a finite number > 0; got {alpha!r}")
