@@ -9,7 +9,8 @@ from attnphase.replica.declaration import (
     PositionalEncodings,
     Ridge,
 )
-from attnphase.replica.saddle_equations import derive, latex
+from attnphase.replica.latex import latex
+from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.fixed_point import SEMANTIC, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from importlib import metadata
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
-from tqdm.auto import tqdm
+from tqdm import TqdmWarning, tqdm
 
 from attnphase.experiments.storage import write_json, write_table
 
@@ -46,7 +47,11 @@ def progress_bar(total: int, description: str, unit: str, progress: bool | None)
     is a terminal (the command line's choice).
     """
     disable = None if progress is None else not progress
-    return tqdm(total=total, desc=description, unit=unit, disable=disable, leave=False)
+    with warnings.catch_warnings():
+        # in Jupyter without ipywidgets tqdm.auto warns and falls back to text bars, which work there
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm as auto_tqdm
+    return auto_tqdm(total=total, desc=description, unit=unit, disable=disable, leave=False)
 
 
 def output_directory(out: str | Path) -> Path:

@@ -15,16 +15,18 @@ Everything here is symbolic (sympy). The conventions are those of THEORY.md:
   the field law (Gaussian integration by parts).
 
 The result is a :class:`ReplicaSystem` whose fields are sympy objects a user can print,
-simplify or turn into LaTeX (:func:`latex`).
+simplify or turn into LaTeX (:meth:`ReplicaSystem.latex`, :mod:`attnphase.replica.latex`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import sympy as sp
 
 from attnphase.replica.declaration import AttentionModel
+from attnphase.replica.latex import EquationsDocument, build_document
 from attnphase.replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
 
 
@@ -84,6 +86,7 @@ class ReplicaSystem:
 
     @property
     def entries(self) -> tuple[OrderParameter, ...]:
+        """The independent scalar entries of the reduced order parameters, with their conjugates."""
         return self.parameters.entries
 
     def equations(self) -> list[sp.Eq]:
@@ -93,24 +96,24 @@ class ReplicaSystem:
         return eqs
 
     def constant_values(self) -> dict[sp.Symbol, float]:
+        """The value of each named constant (``self.constants``) in this system's declaration."""
         values = self.model.constants()
         return {c: values[c.name] for c in self.constants}
 
+    @cached_property
+    def _document(self) -> EquationsDocument:
+        return build_document(self)
 
-_HAT_LATEX = {
-    name: rf"\hat{{{latex_base}}}"
-    for name, latex_base in (("qhat", "q"), ("mhat", "m"), ("Vhat", "V"), ("thetahat", r"\theta"))
-}
+    def equations_document(self) -> EquationsDocument:
+        """The whole system as a paper-ready :class:`~attnphase.replica.latex.EquationsDocument`
+        (symmetry reduction, fields, attention maps, loss, envelope and prox, energetic
+        equations as Gaussian expectations at the prox, entropic equations, free entropy,
+        constants: THEORY.md sec. 1-5). Built once per system."""
+        return self._document
 
-
-def latex(expr: sp.Basic) -> str:
-    """LaTeX of an expression of a :class:`ReplicaSystem`, with hats on the conjugates."""
-    names = {}
-    for s in expr.free_symbols:
-        for plain, hatted in _HAT_LATEX.items():
-            if s.name == plain or s.name.startswith(plain + "_"):
-                names[s] = hatted + sp.latex(sp.Symbol("x" + s.name[len(plain) :]))[1:]
-    return sp.latex(expr, symbol_names=names)
+    def latex(self) -> str:
+        """LaTeX source of :meth:`equations_document` (one ``align*`` per section)."""
+        return self.equations_document().latex()
 
 
 def _cholesky(matrix: sp.Matrix) -> sp.Matrix:
@@ -127,10 +130,15 @@ _DERIVED: dict[tuple, ReplicaSystem] = {}
 
 
 def derive(model: AttentionModel) -> ReplicaSystem:
-    """Derive (once per model structure) the RS free entropy and saddle equations.
+    """Derive the replica-symmetric free entropy of ``model`` and its saddle-point equations
+    (THEORY.md sec. 2-5): the reduced order parameters, the fields, the Moreau envelope and its
+    derivatives, the energetic integrands in envelope and score form, the closed-form entropic
+    updates and ``Phi``.
 
-    The numbers of the declaration enter only as named constants, so a system derived for
-    one set of values serves every other with the same structure.
+    The numbers of the declaration enter only as named constants, so a system derived for one
+    set of values serves every other with the same structure (derived once per
+    :meth:`~attnphase.replica.declaration.AttentionModel.structure`). ``derive(model).latex()``
+    renders the whole system.
     """
     key = model.structure()
     if key not in _DERIVED:
@@ -218,16 +226,25 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     energetic = {e.symbol: sp.diff(envelope, e.symbol) for e in par.entries}
     direct = {e.symbol: sp.diff(prior, e.symbol).subs(field_values) for e in par.entries}  # fields held fixed
     score: dict[sp.Symbol, tuple[sp.Expr, sp.Expr]] = {}
+    # the inverses depend neither on the parameter differentiated nor on the token within a
+    # covariance class: compute them once per class
+    inverses: dict[sp.ImmutableMatrix, tuple[sp.Matrix, sp.Matrix, sp.Matrix]] = {}
+    laws = []
+    for mean, factor, n_l in field_law:
+        key = sp.ImmutableMatrix(factor)
+        if key not in inverses:
+            cov = factor * factor.T
+            inverses[key] = (cov, factor.T.inv(), cov.inv())
+        cov, factor_t_inv, cov_inv = inverses[key]
+        laws.append((mean, cov, factor_t_inv * n_l, cov_inv))  # C^{-1}(y - mean) = B^{-T} n
     for e in par.entries:
         s_total = sp.Integer(0)
-        for mean, factor, n_l in field_law:
-            cov = factor * factor.T
+        for mean, cov, whitened, cov_inv in laws:
             dmean, dcov = mean.diff(e.symbol), cov.diff(e.symbol)
             if dmean.is_zero_matrix and dcov.is_zero_matrix:
                 continue
-            whitened = factor.T.inv() * n_l  # C^{-1}(y - mean) = B^{-T} n
             s_total += (whitened.T * dmean)[0, 0]
-            s_total += sp.Rational(1, 2) * ((whitened.T * dcov * whitened)[0, 0] - (cov.inv() * dcov).trace())
+            s_total += sp.Rational(1, 2) * ((whitened.T * dcov * whitened)[0, 0] - (cov_inv * dcov).trace())
         score[e.symbol] = (s_total, direct[e.symbol])
 
     # ---- free entropy (sec. 3)
@@ -323,4 +340,4 @@ def _solve_linear(expression: sp.Expr, unknown: sp.Symbol) -> sp.Expr:
     return sp.simplify(-expression.subs(unknown, 0) / slope)
 
 
-__all__ = ["FAMILIES", "HAT_NAMES", "ReplicaSystem", "derive", "latex"]
+__all__ = ["FAMILIES", "HAT_NAMES", "ReplicaSystem", "derive"]

@@ -64,7 +64,8 @@ def test_the_namespace_exports_what_it_lists_and_each_entry_states_its_science()
         doc = inspect.getdoc(obj) or ""
         assert doc, name
         # the studies and the declaration's entry points cite the mathematics they implement
-        if name in {"paper_model", "derive", "scan", "simulate", "finite_size", "uninformed", "histogram", "fixed_point"}:
+        studies = {"paper_model", "derive", "scan", "simulate", "finite_size", "uninformed", "histogram", "fixed_point"}
+        if name in studies:
             assert re.search(r"THEORY\.md sec\. \d|paper App\. [A-E]", doc), name
     assert set(ap.__all__) <= set(dir(ap))
 

@@ -57,11 +57,15 @@ def test_bad_input_from_a_real_process_exits_2_without_traceback(tmp_path):
     assert "Traceback" not in process.stdout + process.stderr
 
 
-def test_equations_prints_the_symmetry_reduction_and_latex():
-    result = runner.invoke(app, ["equations", "--latex"])
-    assert result.exit_code == 0
-    assert "m_2 = - m" in result.output
-    assert r"\hat{V}" in result.output
+def test_equations_prints_the_whole_system_as_text_and_latex():
+    latex = runner.invoke(app, ["equations", "--latex"])
+    assert latex.exit_code == 0
+    assert "m_{2} &= - m" in latex.output and r"\hat{V} &= 2 \alpha \mathbb{E}_{\xi,\eta}" in latex.output
+    assert latex.output.count(r"\begin{align*}") == latex.output.count(r"\end{align*}") == 9
+    assert "E_d" not in latex.output
+    text = runner.invoke(app, ["equations", "--omega", "0.4"])
+    assert text.exit_code == 0
+    assert "m_2 = -m" in text.output and "E[" in text.output and "omega = 0.4" in text.output
 
 
 @pytest.fixture(scope="module")

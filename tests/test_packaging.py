@@ -21,17 +21,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SUBPACKAGES = ("replica", "saddle", "baseline", "experiments")
 
-CHECK = """
+CHECK = f"""
 import importlib, importlib.util, json, sys
 import attnphase
-modules = {name: importlib.import_module(f"attnphase.{name}").__file__ for name in %r}
-print(json.dumps({
+modules = {{name: importlib.import_module(f"attnphase.{{name}}").__file__ for name in {SUBPACKAGES!r}}}
+print(json.dumps({{
     "attnphase": attnphase.__file__,
     "modules": modules,
-    "top_level": {name: importlib.util.find_spec(name) is not None for name in %r},
+    "top_level": {{name: importlib.util.find_spec(name) is not None for name in {SUBPACKAGES!r}}},
     "api": callable(attnphase.scan) and callable(attnphase.derive) and callable(attnphase.simulate),
-}))
-""" % (SUBPACKAGES, SUBPACKAGES)
+}}))
+"""
 
 
 @pytest.fixture(scope="module")

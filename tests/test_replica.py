@@ -21,7 +21,8 @@ from attnphase.replica.declaration import (
     Ridge,
     paper_model,
 )
-from attnphase.replica.saddle_equations import derive, latex
+from attnphase.replica.latex import latex
+from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.quadrature import GaussHermite
 
 #: Order parameter -> the conjugate whose stationarity condition fixes it (THEORY.md sec. 4):
@@ -563,5 +564,5 @@ def test_teacher_constants_have_one_name_per_entry_of_a():
     """Every entry of A must become its own named constant (sec. 6), for any L."""
     length = 11
     a = tuple(tuple(1.0 / length for _ in range(length)) for _ in range(length))
-    teacher = MixedPositionalTeacher(omega=0.3, A=a)
+    teacher = MixedPositionalTeacher(omega=0.3, positional=a)
     assert len(teacher.constants()) == 1 + length * length
