@@ -25,6 +25,8 @@ from attnphase.replica.declaration import AttentionModel
 
 #: The grid of sample complexities simulated by default.
 DEFAULT_SIMULATION_ALPHAS = "0.4:2.4:0.4"
+#: Where a simulation's result keeps the scan it is compared with, inside its output directory.
+THEORY_DIRECTORY = "theory"
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,13 +35,16 @@ class SimulationResult(StudyResult):
 
     ``runs``: one row per run (``alpha, d, n, seed, init, optimiser, train_loss, test_error, theta,
     m, q, grad_norm, steps, converged, seconds, basin``), the table ``attnphase simulate`` writes
-    as ``simulations.csv``; ``theory_branches``: the scan's ``branches`` table it is compared with.
+    as ``simulations.csv``; ``theory_branches``: the scan's ``branches`` table it is compared with;
+    ``theory``: that scan's result when it is held (scanned here or given), saved under ``theory/``,
+    else ``theory_source`` names the scan's directory.
     """
 
     settings: SimulationSettings
     runs: pd.DataFrame
     theory_branches: pd.DataFrame
     theory_thresholds: pd.Series | None
+    theory: ScanResult | None
     theory_source: str
     simulation_seconds: float
     seconds: float
@@ -63,6 +68,14 @@ class SimulationResult(StudyResult):
             "versions": self.provenance,
         }
 
+    def save(self, out: str | Path) -> list[Path]:
+        """Write what ``attnphase simulate`` writes: the run table, figure and ``run.json`` into
+        ``out``, and the theory's scan into ``out/theory`` when this result holds it."""
+        paths = super().save(out)
+        if self.theory is not None:
+            paths += self.theory.save(Path(out) / THEORY_DIRECTORY)
+        return paths
+
     def plot(self) -> Figure:
         """Test error, training loss and overlaps (mean and standard error over seeds) on the theory's
         branches, and the training-loss gap between the two minima."""
@@ -75,9 +88,10 @@ class SimulationResult(StudyResult):
 
 
 def _theory_tables(theory: ScanResult | str | Path) -> tuple[pd.DataFrame, pd.Series | None, str]:
-    """The ``branches`` table and the thresholds row of a scan result or of a scan's output directory."""
+    """The ``branches`` table and the thresholds row of a scan result or of a scan's output
+    directory, and where the scan is kept."""
     if isinstance(theory, ScanResult):
-        return theory.branches, theory.thresholds.iloc[0], "given"
+        return theory.branches, theory.thresholds.iloc[0], THEORY_DIRECTORY
     directory = Path(theory)
     if not (directory / "branches.csv").exists():
         raise UsageError(f"theory must be a scan's output directory with branches.csv; got {directory}")
@@ -112,7 +126,7 @@ def simulate(
     ``None``: GD 0.15, Adam 0.01, L-BFGS 1) until the gradient norm is below ``tolerance`` or after
     ``max_steps`` steps; the test error on ``n_test`` fresh samples. ``theory``: a
     :class:`~attnphase.experiments.scan_study.ScanResult`, a scan's output directory, or ``None`` to
-    scan the simulated alphas (into ``out/theory`` when ``out`` is given). With ``out``, blocks are
+    scan the simulated alphas (saved into ``out/theory``). With ``out``, blocks are
     written as they finish and a rerun with the same settings resumes; the result is saved there.
     The simulator trains the paper's family only (:meth:`SimulationSettings.of_model`).
     """
@@ -128,22 +142,20 @@ def simulate(
         tolerance=tolerance,
         n_test=n_test,
     ).validate()
-    given_theory = None if theory is None else _theory_tables(theory)
+    tables = None if theory is None else _theory_tables(theory)  # a bad directory fails before training
     directory = output_directory(out) if out is not None else None
     started = time.perf_counter()
     with progress_bar(len(settings.alphas) * len(settings.inits), "simulations", "block", progress) as bar:
         runs = simulate_to(directory, settings, overwrite=overwrite, progress=lambda _block: bar.update(1))
     simulation_seconds = time.perf_counter() - started
-    if given_theory is None:
-        theory_out = None if directory is None else directory / "theory"
-        scanned = scan(model, settings.alphas, out=theory_out, overwrite=True, progress=progress)
-        branches, thresholds = scanned.branches, scanned.thresholds.iloc[0]
-        source = "scanned" if theory_out is None else str(theory_out)
-    else:
-        branches, thresholds, source = given_theory
+    if theory is None:
+        theory = scan(model, settings.alphas, progress=progress)
+        tables = _theory_tables(theory)
+    branches, thresholds, source = tables
     runs = classify_basin(runs, branch_overlaps(branches, settings.alphas))
+    held = theory if isinstance(theory, ScanResult) else None
     result = SimulationResult(
-        settings, runs, branches, thresholds, source, simulation_seconds, time.perf_counter() - started
+        settings, runs, branches, thresholds, held, source, simulation_seconds, time.perf_counter() - started
     )
     if directory is not None:
         result.save(directory)

@@ -189,3 +189,18 @@ def test_the_simulator_refuses_a_declaration_it_cannot_train():
     )
     with pytest.raises(ValueError, match="paper's family"):
         ap.simulate(model, d=8, alphas=[1.0], seeds=1, progress=False)
+
+
+def test_a_simulation_saves_the_scan_it_holds_under_theory(tmp_path, api_scan):
+    options = {"d": 8, "alphas": [2.0], "seeds": 1, "n_test": 50, "max_steps": 50, "progress": False}
+    held = ap.simulate(ap.paper_model(), **options, theory=api_scan)
+    held.save(tmp_path / "held")
+    assert held.record["theory"] == "theory"
+    saved = pd.read_csv(tmp_path / "held" / "theory" / "branches.csv")
+    assert saved.equals(pd.read_csv(pd.io.common.StringIO(api_scan.branches.to_csv(index=False, float_format="%.12g"))))
+    api_scan.save(tmp_path / "scan")
+    named = ap.simulate(ap.paper_model(), **options, theory=tmp_path / "scan")
+    named.save(tmp_path / "named")
+    assert named.record["theory"] == str(tmp_path / "scan") and not (tmp_path / "named" / "theory").exists()
+    with pytest.raises(ValueError, match="theory must be a scan's output directory"):
+        ap.simulate(ap.paper_model(), **options, theory=tmp_path / "nowhere")
