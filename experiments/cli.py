@@ -20,6 +20,7 @@ from attnphase.experiments.cli_common import (
     Dimension,
     Lambda,
     Omega,
+    Out,
     PositionalTarget,
     SampleComplexities,
     Sigma,
@@ -57,7 +58,7 @@ def _root() -> None:
 
 @app.command()
 def scan(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-scan"),
+    out: Out = Path("attnphase-scan"),
     omega: Omega = 0.3,
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
@@ -116,7 +117,7 @@ def equations(
 
 @app.command()
 def simulate(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-simulate"),
+    out: Out = Path("attnphase-simulate"),
     omega: Omega = 0.3,
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
@@ -170,7 +171,7 @@ def simulate(
 
 @app.command("finite-size")
 def finite_size(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-finite-size"),
+    out: Out = Path("attnphase-finite-size"),
     omega: Omega = 0.3,
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
@@ -208,7 +209,7 @@ def finite_size(
 
 @app.command()
 def uninformed(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-uninformed"),
+    out: Out = Path("attnphase-uninformed"),
     omega: Omega = 0.3,
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
@@ -246,7 +247,7 @@ def uninformed(
 
 @app.command()
 def histogram(
-    out: Annotated[Path, typer.Option(help="Output directory (created if needed).")] = Path("attnphase-histogram"),
+    out: Out = Path("attnphase-histogram"),
     seed: Annotated[int, typer.Option(help="Seed of the data, the initialisation, the shuffling and the noise.")] = 0,
     n_train: Annotated[int, typer.Option(help="Number of training sequences.")] = 20_000,
     n_test: Annotated[int, typer.Option(help="Number of test sequences.")] = 5_000,

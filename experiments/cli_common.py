@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -13,6 +14,8 @@ from attnphase.saddle.validation import ParameterError
 
 #: Errors that mean "bad input" (reported in one line, exit status 2).
 USER_ERRORS = (DeclarationError, ParameterError, QuadratureError, UsageError)
+
+Out = Annotated[Path, typer.Option(help="Output directory (created if needed).")]
 
 # the paper's model, as options shared by every command
 Omega = Annotated[float, typer.Option(help="Positionality of the target, in [0, 1].")]

@@ -222,7 +222,8 @@ def scan(
     started = time.perf_counter()
     with progress_bar(len(grid) * len(STANDARD_BRANCHES), "fixed points", "pt", progress) as bar:
         known = log.points if log is not None else []
-        bar.update(sum(1 for p in known if p.converged and p.alpha in set(grid.tolist())))
+        requested = set(grid.tolist())
+        bar.update(sum(1 for p in known if p.converged and p.alpha in requested))
 
         def on_point(point: FixedPoint) -> None:
             if log is not None:
