@@ -8,10 +8,11 @@ summary is printed. Bad input is reported in one line with exit status 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
@@ -29,6 +30,7 @@ from attnphase.experiments.cli_common import (
     fail,
 )
 from attnphase.experiments.parsing import parse_matrix
+from attnphase.experiments.storage import DirectoryInUseError
 from attnphase.replica.declaration import AttentionModel, paper_model
 
 app = typer.Typer(
@@ -37,12 +39,15 @@ app = typer.Typer(
     help="Replica theory of a solvable model of dot-product attention: scans, thresholds, figures.",
 )
 
+
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Report a bad option value (or an output directory holding another run) in one line, exit 2."""
+    """Report a bad option value, an output directory holding another run or files that cannot be
+    read back (:class:`~attnphase.experiments.storage.CorruptResultsError`, a ``ValueError``), or a
+    directory another run holds, in one line, exit 2."""
     try:
         yield
-    except (*USER_ERRORS, ValueError, FileExistsError) as error:
+    except (*USER_ERRORS, ValueError, FileExistsError, DirectoryInUseError) as error:
         fail(error)
 
 
@@ -64,14 +69,27 @@ def scan(
     lam: Lambda = 0.01,
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
     alphas: Annotated[
-        str, typer.Option(help="Sample complexities start:stop:step (stop included) or a list.")
+        str, typer.Option(help="Sample complexities start:stop:step (stop included) or a list, each in [1e-06, 10000].")
     ] = "0.1:2.5:0.08",
     quadrature: Annotated[str, typer.Option(help="gauss-hermite or sobol.")] = "gauss-hermite",
-    order: Annotated[int, typer.Option(help="Gauss-Hermite points per dimension, or log2 of the Sobol points.")] = 20,
-    seed: Annotated[int, typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts.")] = 0,
+    order: Annotated[
+        int,
+        typer.Option(
+            help="Gauss-Hermite points per dimension, an integer in [2, 64], or log2 of the Sobol points, "
+            "an integer in [4, 24]."
+        ),
+    ] = 20,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts, an integer in [0, 4294967295]."),
+    ] = 0,
     conjugate_form: Annotated[str, typer.Option(help="score (integration by parts) or envelope.")] = "score",
     threshold_order: Annotated[
-        int, typer.Option(help="Gauss-Hermite order on which the root of alpha_l is solved (0: the scan's rule).")
+        int,
+        typer.Option(
+            help="Gauss-Hermite order on which the root of alpha_l is solved, an integer in [2, 64] "
+            "(0: the scan's rule)."
+        ),
     ] = 32,
     overwrite: Annotated[bool, typer.Option(help="Discard a previous scan in OUT with other settings.")] = False,
 ) -> None:
@@ -124,13 +142,19 @@ def simulate(
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
     d: Dimension = 400,
     alphas: SampleComplexities = "0.4:2.4:0.4",
-    seeds: Annotated[int, typer.Option(help="Independent runs per point (seeds 0 .. seeds-1).")] = 4,
+    seeds: Annotated[
+        int, typer.Option(help="Independent runs per point (seeds 0 .. seeds-1), an integer in [1, 1000].")
+    ] = 4,
     init: Annotated[str, typer.Option(help="Initialisations, comma-separated: positional, semantic, random.")] = (
         "positional,semantic"
     ),
     optimiser: Annotated[str, typer.Option(help="lbfgs, gd (full-batch gradient descent) or adam.")] = "lbfgs",
-    lr: Annotated[float | None, typer.Option(help="Learning rate (default: gd 0.15, adam 0.01, lbfgs 1).")] = None,
-    max_steps: Annotated[int, typer.Option(help="Largest number of optimiser steps per run.")] = 5000,
+    lr: Annotated[
+        float | None, typer.Option(help="Learning rate, in (0, 1] (default: gd 0.15, adam 0.01, lbfgs 1).")
+    ] = None,
+    max_steps: Annotated[
+        int, typer.Option(help="Largest number of optimiser steps per run, an integer in [1, 1000000].")
+    ] = 5000,
     tolerance: Tolerance = 1e-6,
     n_test: TestSamples = 10_000,
     theory: Annotated[
@@ -176,10 +200,16 @@ def finite_size(
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
-    alpha: Annotated[float, typer.Option(help="Sample complexity n/d held fixed.")] = 1.5,
-    dims: Annotated[str, typer.Option(help="Embedding dimensions, comma-separated.")] = "100,200,400,800,1600",
-    seeds: Annotated[int, typer.Option(help="Independent runs per d and init (seeds 0 .. seeds-1).")] = 4,
-    max_steps: Annotated[int, typer.Option(help="Largest number of L-BFGS iterations per run.")] = 5000,
+    alpha: Annotated[float, typer.Option(help="Sample complexity n/d held fixed, in [1e-06, 10000].")] = 1.5,
+    dims: Annotated[
+        str, typer.Option(help="Embedding dimensions, comma-separated, at least two, each an integer in [2, 100000].")
+    ] = "100,200,400,800,1600",
+    seeds: Annotated[
+        int, typer.Option(help="Independent runs per d and init (seeds 0 .. seeds-1), an integer in [1, 1000].")
+    ] = 4,
+    max_steps: Annotated[
+        int, typer.Option(help="Largest number of L-BFGS iterations per run, an integer in [1, 1000000].")
+    ] = 5000,
     tolerance: Tolerance = 1e-6,
     n_test: TestSamples = 10_000,
 ) -> None:
@@ -216,9 +246,11 @@ def uninformed(
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
     d: Dimension = 200,
     alphas: SampleComplexities = "0.5:2.5:0.5",
-    seeds: Annotated[int, typer.Option(help="Independent runs per alpha (seeds 0 .. seeds-1).")] = 8,
-    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 0.01,
-    max_steps: Annotated[int, typer.Option(help="Adam steps per run.")] = 2500,
+    seeds: Annotated[
+        int, typer.Option(help="Independent runs per alpha (seeds 0 .. seeds-1), an integer in [1, 1000].")
+    ] = 8,
+    lr: Annotated[float, typer.Option(help="Adam learning rate, in (0, 1].")] = 0.01,
+    max_steps: Annotated[int, typer.Option(help="Adam steps per run, an integer in [1, 1000000].")] = 2500,
     n_test: TestSamples = 10_000,
 ) -> None:
     """Train from an uninformed start with Adam and count the runs ending in each of the theory's minima.
@@ -248,15 +280,24 @@ def uninformed(
 @app.command()
 def histogram(
     out: Out = Path("attnphase-histogram"),
-    seed: Annotated[int, typer.Option(help="Seed of the data, the initialisation, the shuffling and the noise.")] = 0,
-    n_train: Annotated[int, typer.Option(help="Number of training sequences.")] = 20_000,
-    n_test: Annotated[int, typer.Option(help="Number of test sequences.")] = 5_000,
-    epochs: Annotated[int, typer.Option(help="Epochs of frozen training with Adam.")] = 20,
-    sgd_epochs: Annotated[int, typer.Option(help="Epochs of unfrozen training with SGD.")] = 5,
-    batch_size: Annotated[int, typer.Option(help="Minibatch size of both stages.")] = 32,
-    adam_lr: Annotated[float, typer.Option(help="Initial Adam learning rate (cosine decay).")] = 5e-4,
-    sgd_lr: Annotated[float, typer.Option(help="SGD learning rate after unfreezing.")] = 1e-3,
-    noise: Annotated[float, typer.Option(help="Standard deviation of the noise added at unfreezing.")] = 1e-3,
+    seed: Annotated[
+        int,
+        typer.Option(
+            help="Seed of the data, the initialisation, the shuffling and the noise, an integer in [0, 4294967295]."
+        ),
+    ] = 0,
+    n_train: Annotated[int, typer.Option(help="Number of training sequences, an integer in [1, 1000000].")] = 20_000,
+    n_test: Annotated[int, typer.Option(help="Number of test sequences, an integer in [1, 1000000].")] = 5_000,
+    epochs: Annotated[int, typer.Option(help="Epochs of frozen training with Adam, an integer in [1, 10000].")] = 20,
+    sgd_epochs: Annotated[
+        int, typer.Option(help="Epochs of unfrozen training with SGD, an integer in [0, 10000].")
+    ] = 5,
+    batch_size: Annotated[int, typer.Option(help="Minibatch size of both stages, an integer in [1, 1000000].")] = 32,
+    adam_lr: Annotated[float, typer.Option(help="Initial Adam learning rate (cosine decay), in (0, 1].")] = 5e-4,
+    sgd_lr: Annotated[float, typer.Option(help="SGD learning rate after unfreezing, in (0, 1].")] = 1e-3,
+    noise: Annotated[
+        float, typer.Option(help="Standard deviation of the noise added at unfreezing, in [0, 1].")
+    ] = 1e-3,
     threads: Annotated[int, typer.Option(help="Torch CPU threads, >= 1.")] = 1,
 ) -> None:
     """Train the positional and the semantic solution of the histogram task, frozen then unfrozen.
@@ -289,8 +330,55 @@ def histogram(
     typer.echo(f"wrote {out}/histogram.csv, attention.png, attention.pdf, run.json ({result.seconds:.0f} s)")
 
 
+#: What a command interrupted by Ctrl-C prints on standard error, and its exit status (128 + SIGINT).
+INTERRUPTED = "interrupted; rerun the same command to resume"
+INTERRUPTED_STATUS = 130
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _caused_by_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` is a ``KeyboardInterrupt`` or has one in its chain of causes and contexts
+    (numba's compiled code turns an interrupt during a kernel into a ``SystemError``)."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        pending += [current.__cause__, current.__context__]
+    return False
+
+
+def reporting_interrupts(command: Callable[P, R]) -> Callable[P, R]:
+    """``command`` reporting an interrupt (Ctrl-C) in one line, :data:`INTERRUPTED`, with exit
+    status 130 instead of a traceback. Whatever the command wrote stays (files are written
+    atomically, the output directory's lock dies with the run), so rerunning it resumes."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except (KeyboardInterrupt, SystemError) as error:
+            if not _caused_by_interrupt(error):
+                raise
+            typer.echo(INTERRUPTED, err=True)
+            raise typer.Exit(code=INTERRUPTED_STATUS) from None
+
+    return run
+
+
+# the one place where every command, registered above, learns to report an interrupt
+for _command in app.registered_commands:
+    _command.callback = reporting_interrupts(_command.callback)
+
+
 def main() -> None:
-    """Entry point of the ``attnphase`` command."""
+    """Entry point of the ``attnphase`` command (every command reports Ctrl-C in one line, exit 130)."""
     app()
 
 

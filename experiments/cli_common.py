@@ -7,29 +7,56 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from attnphase.experiments.parsing import UsageError
-from attnphase.replica.declaration import DeclarationError
+from attnphase.experiments.parsing import DIMENSION, MAX_SIMULATION_BYTES, TEST_SAMPLES, TOLERANCE, UsageError
+from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, TARGET_ENTRY, DeclarationError, InputTypeError
 from attnphase.saddle.quadrature import QuadratureError
-from attnphase.saddle.validation import ParameterError
+from attnphase.saddle.validation import ALPHA, ParameterError
 
 #: Errors that mean "bad input" (reported in one line, exit status 2).
-USER_ERRORS = (DeclarationError, ParameterError, QuadratureError, UsageError)
+USER_ERRORS = (DeclarationError, InputTypeError, ParameterError, QuadratureError, UsageError)
 
-Out = Annotated[Path, typer.Option(help="Output directory (created if needed).")]
 
-# the paper's model, as options shared by every command
-Omega = Annotated[float, typer.Option(help="Positionality of the target, in [0, 1].")]
-Sigma = Annotated[float, typer.Option(help="Token standard deviation, > 0.")]
-Lambda = Annotated[float, typer.Option("--lambda", help="Ridge strength, >= 0.")]
-PositionalTarget = Annotated[str, typer.Option("--A", help="Positional target A, row-major a11,a12,a21,a22.")]
+def _output_path(text: str | Path) -> Path | str:
+    """``--out`` as a path, except that an empty value stays ``""``: ``Path("")`` would silently mean
+    the working directory, and the study refuses ``""`` (:func:`attnphase.experiments.study.output_directory`,
+    the one place that checks an output location)."""
+    return Path(text) if str(text) else ""
 
-# training at finite d, as options shared by the simulation commands
-Dimension = Annotated[int, typer.Option(help="Embedding dimension.")]
-SampleComplexities = Annotated[
-    str, typer.Option(help="Sample complexities n/d, start:stop:step (stop included) or a list.")
+
+Out = Annotated[
+    Path,
+    typer.Option(
+        parser=_output_path,
+        metavar="DIR",
+        help="Output directory: created if needed; must not be empty, a file or below one, and must be writable.",
+    ),
 ]
-TestSamples = Annotated[int, typer.Option(help="Fresh samples for the test error of each run.")]
-Tolerance = Annotated[float, typer.Option(help="A run has converged when its gradient norm is below this.")]
+
+# the paper's model, as options shared by every command (ranges: attnphase.replica.declaration)
+Omega = Annotated[float, typer.Option(help=f"Positionality of the target, {OMEGA}.")]
+Sigma = Annotated[float, typer.Option(help=f"Token standard deviation, {SIGMA}.")]
+Lambda = Annotated[float, typer.Option("--lambda", help=f"Ridge strength, {LAMBDA}.")]
+PositionalTarget = Annotated[
+    str,
+    typer.Option(
+        "--A", help=f"Positional target A, row-major a11,a12,a21,a22: entries {TARGET_ENTRY}, rows summing to 1."
+    ),
+]
+
+# training at finite d, as options shared by the simulation commands (ranges: attnphase.experiments.parsing)
+Dimension = Annotated[
+    int,
+    typer.Option(
+        help=f"Embedding dimension, {DIMENSION}, and the training data within {MAX_SIMULATION_BYTES / 2**30:g} GiB."
+    ),
+]
+SampleComplexities = Annotated[
+    str, typer.Option(help=f"Sample complexities n/d, start:stop:step (stop included) or a list, each {ALPHA}.")
+]
+TestSamples = Annotated[int, typer.Option(help=f"Fresh samples for the test error of each run, {TEST_SAMPLES}.")]
+Tolerance = Annotated[
+    float, typer.Option(help=f"A run has converged when its gradient norm is below this, {TOLERANCE}.")
+]
 
 
 def fail(error: Exception) -> NoReturn:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnphase.experiments.parsing import parse_dims
+from attnphase.experiments.parsing import parse_alphas, parse_dims
 from attnphase.experiments.simulation import SimulationSettings, simulate
 from attnphase.experiments.simulation_figures import INIT_STYLE
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
@@ -224,6 +224,7 @@ def finite_size(
     by ``C d^-rate`` (module docstring). With ``out`` the result is saved there.
     """
     grid = parse_dims(dims)
+    (alpha,) = parse_alphas([alpha], name="alpha")
     base = SimulationSettings.of_model(
         model,
         d=grid[0],

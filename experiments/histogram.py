@@ -35,6 +35,8 @@ from torch import nn
 from torch.nn import functional
 
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.replica.declaration import Interval
+from attnphase.saddle.validation import check
 
 SOLUTIONS = ("positional", "semantic")
 STAGES = ("frozen", "unfrozen")
@@ -253,42 +255,24 @@ class HistogramSettings:
     examples: tuple[str, ...] = field(default=("ABCDABCAAB", "KLKMNOKLMK", "ABCDEFGHIJ"))
 
     def validate(self) -> HistogramSettings:
-        """Raise ``ValueError`` naming the first parameter outside its allowed range; return ``self``."""
-        minimum = {
-            "seed": 0,
-            "length": 2,
-            "alphabet": 2,
-            "width": 2,
-            "hidden": 1,
-            "n_train": 1,
-            "n_test": 1,
-            "batch_size": 1,
-            "adam_epochs": 1,
-            "sgd_epochs": 0,
-        }
-        for name, low in minimum.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
-        if self.alphabet > len(LETTERS):
-            raise ValueError(f"alphabet must be an integer in [2, {len(LETTERS)}]; got {self.alphabet}")
+        """Raise ``ValueError`` naming the first parameter outside its allowed range; return ``self``.
+
+        The ranges are :data:`attnphase.experiments.parsing.HISTOGRAM_RANGES` (shared with the command
+        line's help); ``width`` must also be even and the examples words of the alphabet.
+        """
+        from attnphase.experiments.parsing import HISTOGRAM_RANGES  # torch-free, shared with the command line
+        from attnphase.saddle.validation import ParameterError, check
+
+        for name, interval in HISTOGRAM_RANGES.items():
+            check(getattr(self, name), name, interval)
         if self.width % 2:
-            raise ValueError(f"width must be an even integer >= 2; got {self.width}")
-        for name in ("adam_lr", "sgd_lr"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
-        fraction = self.adam_final_lr_fraction
-        if not (isinstance(fraction, int | float) and 0 < fraction <= 1):
-            raise ValueError(f"adam_final_lr_fraction must be a number in (0, 1]; got {fraction!r}")
-        if not (isinstance(self.noise, int | float) and math.isfinite(self.noise) and self.noise >= 0):
-            raise ValueError(f"noise must be a finite number >= 0; got {self.noise!r}")
+            raise ParameterError(f"width must be {HISTOGRAM_RANGES['width']} and even; got {self.width}")
         allowed = LETTERS[: self.alphabet]
         if not self.examples:
-            raise ValueError("examples must hold at least one sequence; got none")
+            raise ParameterError("examples must hold at least one sequence; got none")
         for example in self.examples:
-            if len(example) != self.length or not set(example) <= set(allowed):
-                raise ValueError(
+            if not isinstance(example, str) or len(example) != self.length or not set(example) <= set(allowed):
+                raise ParameterError(
                     f"examples must be {self.length} letters from {allowed[0]}-{allowed[-1]} each; got {example!r}"
                 )
         return self
@@ -427,6 +411,10 @@ def run_histogram(settings: HistogramSettings, progress: Callable[[int], None] |
     return HistogramResult(settings=s, table=pd.DataFrame(rows), attention=attention, examples=s.examples)
 
 
+#: Torch CPU threads of the histogram task.
+THREADS = Interval(1, 256, integer=True)
+
+
 def histogram(
     *,
     seed: int = 0,
@@ -450,8 +438,7 @@ def histogram(
     deviation ``noise``; minibatches of ``batch_size``; ``threads`` torch CPU threads; every random
     draw from ``seed``. With ``out`` the result is saved there.
     """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an integer >= 1; got {threads!r}")
+    check(threads, "threads", THREADS)
     settings = HistogramSettings(
         seed=seed,
         n_train=n_train,

@@ -1,4 +1,5 @@
-"""Values as a user types them (command-line options, or strings in the API) turned into numbers.
+"""Values as a user types them (command-line options, or strings in the API) turned into numbers, and
+the allowed ranges of the studies' options (stated in the errors, the ``--help`` texts and the README).
 
 Every function raises :class:`UsageError` (text that cannot be read) or a
 :class:`~attnphase.saddle.validation.ParameterError` (a value outside its range), each naming the
@@ -8,13 +9,65 @@ parameter, so the command line can report it in one line.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 
-from attnphase.saddle.validation import ParameterError
+from attnphase.replica.declaration import Interval
+from attnphase.saddle.validation import ALPHA, SEED, ParameterError, check
 
+#: At most this many sample complexities in one grid.
 MAX_ALPHAS = 2000
+#: The step of a ``start:stop:step`` grid of alphas.
+ALPHA_STEP = Interval(0.0, ALPHA.high, low_open=True)
+
+# Ranges of the options of the studies at finite d (simulate, finite-size, uninformed; the simulation
+# settings check them, :meth:`attnphase.experiments.simulation.SimulationSettings.validate`).
+#: The embedding dimension d (the memory a simulation needs is bounded separately, below).
+DIMENSION = Interval(2, 100_000, integer=True)
+#: Runs per point, as a count (seeds ``0 .. seeds-1``); each seed is in :data:`SEED`.
+SEED_COUNT = Interval(1, 1000, integer=True)
+#: Learning rates of GD, Adam, L-BFGS and SGD: larger steps only diverge on these losses.
+LEARNING_RATE = Interval(0.0, 1.0, low_open=True)
+#: The gradient norm below which a run has converged.
+TOLERANCE = Interval(0.0, 1.0, low_open=True)
+#: Optimiser steps per run.
+STEPS = Interval(1, 1_000_000, integer=True)
+#: Fresh samples for the test error of a run (drawn in chunks).
+TEST_SAMPLES = Interval(1, 10_000_000, integer=True)
+#: The bytes of data a simulation may hold at once: the training data of a block (``seeds x n x L x d``
+#: numbers at ``n = round(alpha d)``) or one chunk of test samples, whichever is larger.
+MAX_SIMULATION_BYTES = 2 * 2**30
+
+# Ranges of the histogram task's options (:meth:`attnphase.experiments.histogram.HistogramSettings.validate`).
+#: Training and test sequences.
+SEQUENCES = Interval(1, 1_000_000, integer=True)
+#: Epochs of the frozen (Adam) stage; the unfrozen (SGD) stage may have none.
+EPOCHS = Interval(1, 10_000, integer=True)
+SGD_EPOCHS = Interval(0, 10_000, integer=True)
+#: Minibatch size.
+BATCH_SIZE = Interval(1, 1_000_000, integer=True)
+#: Standard deviation of the noise added to the weights at unfreezing.
+NOISE = Interval(0.0, 1.0)
+#: Every numeric field of the histogram task's settings and its range (the letters of the alphabet
+#: are A-Z; the architecture's sizes are bounded so that the model fits in memory).
+HISTOGRAM_RANGES = {
+    "seed": SEED,
+    "length": Interval(2, 64, integer=True),
+    "alphabet": Interval(2, 26, integer=True),
+    "width": Interval(2, 4096, integer=True),
+    "hidden": Interval(1, 16_384, integer=True),
+    "n_train": SEQUENCES,
+    "n_test": SEQUENCES,
+    "batch_size": BATCH_SIZE,
+    "adam_epochs": EPOCHS,
+    "sgd_epochs": SGD_EPOCHS,
+    "adam_lr": LEARNING_RATE,
+    "sgd_lr": LEARNING_RATE,
+    "adam_final_lr_fraction": Interval(0.0, 1.0, low_open=True),
+    "noise": NOISE,
+}
 
 
 class UsageError(ValueError):
@@ -22,42 +75,45 @@ class UsageError(ValueError):
 
 
 def parse_alphas(text: str | Sequence[float] | np.ndarray, name: str = "alphas") -> np.ndarray:
-    """Sample complexities ``alpha = n/d`` as a sorted-as-given array rounded to 10 decimals.
+    """Sample complexities ``alpha = n/d`` as an array (in the order given) rounded to 10 decimals.
 
     Text is ``start:stop:step`` (stop included) or a comma-separated list; a sequence of numbers is
-    taken as it is. Every alpha must be a finite number > 0, and there are at most
-    ``MAX_ALPHAS`` of them.
+    taken as it is. Every alpha must lie in :data:`~attnphase.saddle.validation.ALPHA`, and there are
+    at most ``MAX_ALPHAS`` of them; a grid is checked before it is built.
     """
     if isinstance(text, str):
-        try:
-            if ":" in text:
-                start, stop, step = (float(x) for x in text.split(":"))
-                if not step > 0:
-                    raise ParameterError(f"{name} step must be > 0; got {step:g}")
-                if stop < start:
-                    raise ParameterError(f"{name} stop must be >= start; got {start:g}:{stop:g}")
-                count = int(math.floor((stop - start) / step + 1e-9)) + 1
-                if count > MAX_ALPHAS:
-                    raise ParameterError(f"{name} must have at most {MAX_ALPHAS} values; got {count}")
-                values = start + step * np.arange(count)
-            else:
-                values = np.array([float(x) for x in text.split(",")])
-        except ValueError as error:
-            if isinstance(error, ParameterError):
-                raise
-            raise UsageError(f"{name} must be start:stop:step or a comma-separated list; got {text!r}") from None
+        values = _grid(text, name) if ":" in text else [_number(x, name, text) for x in text.split(",")]
     else:
-        try:
-            values = np.asarray(text, dtype=float).reshape(-1)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name} must be numbers; got {text!r}") from None
-    if values.size == 0:
+        values = list(np.ravel(text)) if isinstance(text, np.ndarray | numbers.Real) else text
+    checked = ALPHA.check_each(values, name, ParameterError)
+    if not checked:
         raise ParameterError(f"{name} must hold at least one value")
-    if not np.all(np.isfinite(values) & (values > 0)):
-        raise ParameterError(f"alpha must be a finite number > 0; got {name} {_shown(text)}")
-    if values.size > MAX_ALPHAS:
-        raise ParameterError(f"{name} must have at most {MAX_ALPHAS} values; got {values.size}")
-    return np.round(values, 10)
+    if len(checked) > MAX_ALPHAS:
+        raise ParameterError(f"{name} must have at most {MAX_ALPHAS} values; got {len(checked)}")
+    return np.round(np.array(checked, dtype=float), 10)
+
+
+def _grid(text: str, name: str) -> list[float]:
+    """The alphas of ``start:stop:step`` (stop included), every part checked before the grid is built."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise UsageError(f"{name} must be start:stop:step or a comma-separated list; got {text!r}")
+    start, stop = (check(_number(x, name, text), name, ALPHA) for x in parts[:2])
+    step = check(_number(parts[2], name, text), f"{name} step", ALPHA_STEP)
+    if stop < start:
+        raise ParameterError(f"{name} stop must be >= start; got {start:g}:{stop:g}")
+    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    if count > MAX_ALPHAS:
+        raise ParameterError(f"{name} must have at most {MAX_ALPHAS} values; got {count}")
+    return (start + step * np.arange(count)).tolist()
+
+
+def _number(part: str, name: str, text: str) -> float:
+    """One number of an option's text, else :class:`UsageError` naming the option."""
+    try:
+        return float(part)
+    except ValueError:
+        raise UsageError(f"{name} must be start:stop:step or a comma-separated list; got {text!r}") from None
 
 
 def parse_matrix(text: str) -> tuple[tuple[float, ...], ...]:
@@ -79,15 +135,14 @@ def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def parse_dims(text: str | Sequence[int]) -> list[int]:
-    """Distinct integers ``>= 2``, at least two of them (a power law needs two points), sorted."""
-    try:
-        dims = [int(part) for part in (text.split(",") if isinstance(text, str) else text)]
-    except (TypeError, ValueError):
-        raise UsageError(f"dims must be comma-separated integers; got {text!r}") from None
-    if len(dims) < 2 or len(set(dims)) != len(dims) or min(dims) < 2:
-        raise UsageError(f"dims must be at least two distinct integers >= 2; got {_shown(text)}")
+    """Distinct dimensions in :data:`DIMENSION`, at least two of them (a power law needs two points), sorted."""
+    dims: object = text
+    if isinstance(text, str):
+        try:
+            dims = [int(part) for part in text.split(",")]
+        except ValueError:
+            raise UsageError(f"dims must be comma-separated integers; got {text!r}") from None
+    dims = list(DIMENSION.check_each(dims, "dims", ParameterError))
+    if len(dims) < 2 or len(set(dims)) != len(dims):
+        raise UsageError(f"dims must be at least two distinct integers {DIMENSION}; got {dims}")
     return sorted(dims)
-
-
-def _shown(value: object) -> str:
-    return repr(value) if isinstance(value, str) else repr(list(np.asarray(value).reshape(-1)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,12 +22,19 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import scan_figure
 from attnphase.experiments.parsing import parse_alphas
-from attnphase.experiments.storage import PointLog, read_json, write_json
+from attnphase.experiments.storage import PointLog, exclusive, start_run
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.fixed_point import STANDARD_BRANCHES, FixedPoint, ProxSettings, SolverSettings
-from attnphase.saddle.quadrature import GaussHermite, make_rule
+from attnphase.saddle.fixed_point import (
+    STANDARD_BRANCHES,
+    FixedPoint,
+    ProxSettings,
+    SaddlePointSolver,
+    SolverSettings,
+)
+from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, make_rule
 from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
+from attnphase.saddle.validation import check
 
 #: The paper's grid of sample complexities (``start:stop:step``, stop included).
 DEFAULT_ALPHAS = "0.1:2.5:0.08"
@@ -45,6 +53,8 @@ def solver_settings(
     (0: the scan's own rule). The smooth test-error integrand (sec. 5) is integrated by
     Gauss-Hermite of the same order (of order 20 beside a Sobol rule)."""
     rule = make_rule(quadrature, order, seed)
+    if threshold_order:
+        check(threshold_order, "threshold_order", GAUSS_HERMITE_ORDER)
     return SolverSettings(
         quadrature=rule,
         test_quadrature=rule if isinstance(rule, GaussHermite) else GaussHermite(20),
@@ -90,6 +100,17 @@ class ScanResult(StudyResult):
         return pd.DataFrame([p.row() for p in self.solution.global_minimum().values()])
 
     @property
+    def missing(self) -> pd.DataFrame:
+        """Every requested alpha at which a branch has no row, with the reason (``alpha, branch,
+        reason``): where the branch could not be continued, and the checks that failed there."""
+        rows = [
+            {"alpha": alpha, "branch": name, "reason": reason}
+            for name, trace in self.solution.traces.items()
+            for alpha, reason in trace.missing(self.alphas).items()
+        ]
+        return pd.DataFrame(rows, columns=["alpha", "branch", "reason"])
+
+    @property
     def alpha_c(self) -> float:
         """Where the global minimum changes from the positional to the semantic branch (NaN if not found)."""
         return self.solution.alpha_c.value
@@ -129,6 +150,7 @@ class ScanResult(StudyResult):
             "status": "complete",
             "seconds": round(self.seconds, 2),
             "branch_ends": ends,
+            "missing": self.missing.to_dict("records"),
             "versions": self.provenance,
             "seeds": {"prox": self.options["seed"], "quadrature": self.options["seed"]},
         }
@@ -147,9 +169,15 @@ class ScanResult(StudyResult):
             f"alpha_c = {s.alpha_c.value:.6f}  ({s.alpha_c.note})",
             f"alpha_l = {s.alpha_l.value:.6f}  ({s.alpha_l.note})",
             f"linear baseline test error = {s.baseline.test_error:.6g}",
-            f"{len(points) - len(failed)} converged fixed points, {len(failed)} not converged"
+            f"{len(points) - len(failed)} converged fixed points, {len(failed)} flagged"
             + (f" (branch ends: {', '.join(f'{p.branch} at alpha={p.alpha:g}' for p in failed)})" if failed else ""),
         ]
+        missing = self.missing
+        if len(missing):
+            counts = missing.groupby("branch").size()
+            lines.append(
+                "no row (reasons in run.json): " + ", ".join(f"{n} alphas of the {b} branch" for b, n in counts.items())
+            )
         return "\n".join(lines)
 
 
@@ -158,22 +186,102 @@ def _identity(model: AttentionModel, options: dict[str, object]) -> dict[str, ob
     return {"model": model.record(), "options": options}
 
 
-def _resume(directory: Path, identity: dict[str, object], overwrite: bool, names: Sequence[Sequence[str]]) -> PointLog:
-    """The point log of ``directory``: resumed if it holds a scan of the same model and options,
-    emptied if ``overwrite``, else :class:`FileExistsError`."""
-    run_file, table = directory / "run.json", directory / "branches.csv"
-    previous = read_json(run_file)
-    same = previous is not None and all(previous.get(key) == value for key, value in identity.items())
-    if previous is not None and not same:
-        if not overwrite:
-            raise FileExistsError(
-                f"{directory} holds a scan with other settings ({previous.get('options')}); "
-                "use --overwrite (overwrite=True) or another --out"
+#: What a scan writes into its output directory besides ``run.json``.
+SCAN_OUTPUTS = ("branches.csv", "thresholds.csv", f"{ScanResult.figure_name}.png", f"{ScanResult.figure_name}.pdf")
+#: Relative agreement asked of a resumed point's stored conjugates, energy and test error with those
+#: observed again at its order parameters (smooth in them; the table keeps 12 significant digits).
+RECOMPUTED_TOLERANCE = 1e-7
+#: Relative agreement asked of its ``train_loss - line_correction`` with the recomputed energy: the
+#: energy identity (THEORY.md sec. 5) to the solver's ``energy_tolerance``. The kink correction is
+#: not compared directly: it moves by ~1e-8 under the rounding of the stored order parameters.
+
+
+def verify_point(solver: SaddlePointSolver, point: FixedPoint) -> str | None:
+    """Why the stored ``point`` cannot be trusted as a converged fixed point of ``solver``, or ``None``.
+
+    The point is observed again at its stored order parameters
+    (:meth:`~attnphase.saddle.fixed_point.SaddlePointSolver.observe`: one evaluation of the map and
+    every convergence check) and must pass every check; its stored conjugates, ``energy`` and
+    ``test_error`` must agree with the recomputed ones, its ``train_loss - line_correction`` with the
+    recomputed energy (the energy identity) and its ``free_entropy`` with ``-train_loss``.
+    """
+    by_name = {b.name: b for b in STANDARD_BRANCHES}
+    if point.branch not in by_name:
+        return f"{point.branch!r} is not a branch of a scan"
+    settings = solver.settings
+    if (point.quadrature, point.conjugate_form) != (settings.quadrature.label, settings.conjugate_form):
+        return f"it was computed with {point.quadrature} and the {point.conjugate_form} form"
+    if not point.converged:
+        return "it has not converged"
+    fresh = solver.observe(point.values, point.alpha, by_name[point.branch])
+    if not fresh.converged:
+        return f"it fails the checks there ({fresh.status})"
+    checks = (  # (what is stored, its value, what it must equal, that value, relative tolerance)
+        ("conjugates", point.conjugates, "those recomputed there", fresh.conjugates, RECOMPUTED_TOLERANCE),
+        ("energy", point.energy, "the one recomputed there", fresh.energy, RECOMPUTED_TOLERANCE),
+        ("test_error", point.test_error, "the one recomputed there", fresh.test_error, RECOMPUTED_TOLERANCE),
+        (
+            "train_loss - line_correction",
+            point.train_loss - point.line_correction,
+            "the energy",
+            fresh.energy,
+            settings.energy_tolerance,
+        ),
+        ("-free_entropy", -point.free_entropy, "train_loss", point.train_loss, RECOMPUTED_TOLERANCE),
+    )
+    for name, stored, expected, recomputed, rtol in checks:
+        if _disagree(stored, recomputed, rtol):
+            return f"its {name} {_shown(stored)} is not {expected} ({_shown(recomputed)})"
+    return None
+
+
+def _disagree(stored: np.ndarray | float, recomputed: np.ndarray | float, rtol: float) -> bool:
+    stored, recomputed = np.asarray(stored, dtype=float), np.asarray(recomputed, dtype=float)
+    return not np.all(np.abs(stored - recomputed) <= rtol * np.abs(recomputed) + 1e-12)
+
+
+def _shown(value: np.ndarray | float) -> str:
+    return np.array2string(np.asarray(value, dtype=float), precision=8, separator=", ")
+
+
+def _trusted(solver: SaddlePointSolver, log: PointLog) -> PointLog:
+    """The points of ``log`` that :func:`verify_point` accepts (saved if any is left out).
+
+    Points that have not converged are left out silently (the continuation computes them again in
+    any case); every other point left out is logged as a warning.
+    """
+    kept = []
+    for point in log.points:
+        problem = verify_point(solver, point)
+        if problem is None:
+            kept.append(point)
+        elif point.converged:
+            logger.warning(
+                "%s: the point at alpha = %g on the %s branch is computed again: %s",
+                log.path,
+                point.alpha,
+                point.branch,
+                problem,
             )
-        table.unlink(missing_ok=True)
-    log = PointLog.resume(table, *names) if same else PointLog(table)
-    write_json(run_file, {**identity, "status": "running"})
-    return log
+    trusted = PointLog(log.path, kept)
+    if len(kept) < len(log.points):
+        trusted.save()
+    return trusted
+
+
+def _resume(
+    directory: Path, model: AttentionModel, options: dict[str, object], solver: SaddlePointSolver, overwrite: bool
+) -> PointLog:
+    """The point log of ``directory`` (held by this run): the verified points of a previous scan of
+    the same model and options, or empty (:func:`attnphase.experiments.storage.start_run`)."""
+    table = directory / "branches.csv"
+    compiled = solver.compiled
+
+    def load() -> PointLog:
+        return _trusted(solver, PointLog.resume(table, compiled.names, compiled.conjugate_names))
+
+    log = start_run(directory, _identity(model, options), SCAN_OUTPUTS, overwrite, load)
+    return log if log is not None else PointLog(table)
 
 
 def scan(
@@ -197,10 +305,15 @@ def scan(
     per dimension, or ``sobol`` with ``2**order`` points; ``seed``: Sobol scrambling and extra prox
     starts; ``conjugate_form``: ``score`` (integration by parts) or ``envelope`` (sec. 4);
     ``threshold_order``: Gauss-Hermite order of the rule on which alpha_l is solved (0: the scan's).
-    With ``out``, points are written to ``out/branches.csv`` as they are computed, an interrupted
-    scan of the same model and options resumes from them (``overwrite`` discards a scan with other
-    settings), and the finished result is saved there (:meth:`StudyResult.save`). ``progress``: show
-    a progress bar (``None``: only in a terminal).
+    With ``out``, the directory is held for the whole scan (another run into it is refused at once:
+    :class:`~attnphase.experiments.storage.DirectoryInUseError`), points are written to
+    ``out/branches.csv`` as they are computed, and the finished result is saved there
+    (:meth:`StudyResult.save`). A rerun with the same model and options (compared by value) resumes
+    from the points already written, each checked first by one evaluation of the equations
+    (:func:`verify_point`; a point that fails is logged and computed again); other settings, or files
+    that cannot be read back (:class:`~attnphase.experiments.storage.CorruptResultsError`), are refused
+    unless ``overwrite``, which first removes every file of the old scan. ``progress``: show a
+    progress bar (``None``: only in a terminal).
     """
     grid = parse_alphas(alphas)
     settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
@@ -212,29 +325,29 @@ def scan(
         "conjugate_form": conjugate_form,
         "threshold_order": threshold_order,
     }
-    log = None
-    if out is not None:
-        directory = output_directory(out)
-        compiled = make_solver(model, settings).compiled
-        log = _resume(directory, _identity(model, options), overwrite, (compiled.names, compiled.conjugate_names))
-        if log.points:
-            logger.info("resuming from %d points in %s", len(log.points), directory / "branches.csv")
-    started = time.perf_counter()
-    with progress_bar(len(grid) * len(STANDARD_BRANCHES), "fixed points", "pt", progress) as bar:
-        known = log.points if log is not None else []
-        requested = set(grid.tolist())
-        bar.update(sum(1 for p in known if p.converged and p.alpha in requested))
+    directory = output_directory(out) if out is not None else None
+    with exclusive(directory) if directory is not None else nullcontext():
+        log = None
+        if directory is not None:
+            log = _resume(directory, model, options, make_solver(model, settings), overwrite)
+            if log.points:
+                logger.info("resuming from %d points in %s", len(log.points), log.path)
+        started = time.perf_counter()
+        with progress_bar(len(grid) * len(STANDARD_BRANCHES), "fixed points", "pt", progress) as bar:
+            known = log.points if log is not None else []
+            requested = set(grid.tolist())
+            bar.update(sum(1 for p in known if p.converged and p.alpha in requested))
 
-        def on_point(point: FixedPoint) -> None:
-            if log is not None:
-                log.add(point)
-            bar.update(1)
+            def on_point(point: FixedPoint) -> None:
+                if log is not None:
+                    log.add(point)
+                bar.update(1)
 
-        solution = run_scan(model, grid, settings, known=known, on_point=on_point)
-    result = ScanResult(model, grid, options, solution, time.perf_counter() - started)
-    logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
-    if out is not None:
-        result.save(out)
+            solution = run_scan(model, grid, settings, known=known, on_point=on_point)
+        result = ScanResult(model, grid, options, solution, time.perf_counter() - started)
+        logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
+        if directory is not None:
+            result.save(directory)
     return result
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from attnphase.experiments.parsing import UsageError, parse_alphas, parse_names
 from attnphase.experiments.scan_study import ScanResult, scan
 from attnphase.experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate_to
 from attnphase.experiments.simulation_figures import simulation_figure
+from attnphase.experiments.storage import exclusive, read_table
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 
@@ -89,15 +91,31 @@ class SimulationResult(StudyResult):
 
 def _theory_tables(theory: ScanResult | str | Path) -> tuple[pd.DataFrame, pd.Series | None, str]:
     """The ``branches`` table and the thresholds row of a scan result or of a scan's output
-    directory, and where the scan is kept."""
+    directory (read strictly: :func:`~attnphase.experiments.storage.read_table`), and where the
+    scan is kept."""
     if isinstance(theory, ScanResult):
         return theory.branches, theory.thresholds.iloc[0], THEORY_DIRECTORY
     directory = Path(theory)
     if not (directory / "branches.csv").exists():
         raise UsageError(f"theory must be a scan's output directory with branches.csv; got {directory}")
+    branches = read_table(
+        directory / "branches.csv",
+        numbers=("alpha", "m", "theta", "train_loss", "test_error"),
+        flags=("converged",),
+        texts=("branch",),
+    )
     thresholds_file = directory / "thresholds.csv"
-    thresholds = pd.read_csv(thresholds_file).iloc[0] if thresholds_file.exists() else None
-    return pd.read_csv(directory / "branches.csv"), thresholds, str(directory)
+    thresholds = read_table(thresholds_file).iloc[0] if thresholds_file.exists() else None
+    return branches, thresholds, str(directory)
+
+
+def _outputs(directory: Path, theory: ScanResult | str | Path | None) -> tuple[str, ...]:
+    """What a simulation writes into ``directory`` besides ``run.json``: its table, its figure and
+    the theory's scan (unless the theory is read from that very place)."""
+    names = ("simulations.csv", f"{SimulationResult.figure_name}.png", f"{SimulationResult.figure_name}.pdf")
+    own = directory / THEORY_DIRECTORY
+    given = isinstance(theory, str | Path) and Path(theory).resolve() == own.resolve()
+    return names if given else (*names, THEORY_DIRECTORY)
 
 
 def simulate(
@@ -126,8 +144,11 @@ def simulate(
     ``None``: GD 0.15, Adam 0.01, L-BFGS 1) until the gradient norm is below ``tolerance`` or after
     ``max_steps`` steps; the test error on ``n_test`` fresh samples. ``theory``: a
     :class:`~attnphase.experiments.scan_study.ScanResult`, a scan's output directory, or ``None`` to
-    scan the simulated alphas (saved into ``out/theory``). With ``out``, blocks are
-    written as they finish and a rerun with the same settings resumes; the result is saved there.
+    scan the simulated alphas (saved into ``out/theory``). With ``out``, the directory is held for
+    the whole call (another run into it is refused at once), blocks are written as they finish, a
+    rerun with the same settings (compared by value) resumes, and the result is saved there; other
+    settings or unreadable files are refused unless ``overwrite``, which first removes every file of
+    the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     The simulator trains the paper's family only (:meth:`SimulationSettings.of_model`).
     """
     settings = SimulationSettings.of_model(
@@ -144,19 +165,23 @@ def simulate(
     ).validate()
     tables = None if theory is None else _theory_tables(theory)  # a bad directory fails before training
     directory = output_directory(out) if out is not None else None
-    started = time.perf_counter()
-    with progress_bar(len(settings.alphas) * len(settings.inits), "simulations", "block", progress) as bar:
-        runs = simulate_to(directory, settings, overwrite=overwrite, progress=lambda _block: bar.update(1))
-    simulation_seconds = time.perf_counter() - started
-    if theory is None:
-        theory = scan(model, settings.alphas, progress=progress)
-        tables = _theory_tables(theory)
-    branches, thresholds, source = tables
-    runs = classify_basin(runs, branch_overlaps(branches, settings.alphas))
-    held = theory if isinstance(theory, ScanResult) else None
-    result = SimulationResult(
-        settings, runs, branches, thresholds, held, source, simulation_seconds, time.perf_counter() - started
-    )
-    if directory is not None:
-        result.save(directory)
+    with exclusive(directory) if directory is not None else nullcontext():
+        started = time.perf_counter()
+        with progress_bar(len(settings.alphas) * len(settings.inits), "simulations", "block", progress) as bar:
+            outputs = _outputs(directory, theory) if directory is not None else ()
+            runs = simulate_to(
+                directory, settings, overwrite=overwrite, progress=lambda _block: bar.update(1), outputs=outputs
+            )
+        simulation_seconds = time.perf_counter() - started
+        if theory is None:
+            theory = scan(model, settings.alphas, progress=progress)
+            tables = _theory_tables(theory)
+        branches, thresholds, source = tables
+        runs = classify_basin(runs, branch_overlaps(branches, settings.alphas))
+        held = theory if isinstance(theory, ScanResult) else None
+        result = SimulationResult(
+            settings, runs, branches, thresholds, held, source, simulation_seconds, time.perf_counter() - started
+        )
+        if directory is not None:
+            result.save(directory)
     return result

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnphase.experiments.storage import read_json, write_json, write_table
+from attnphase.experiments.storage import CorruptResultsError, exclusive, read_table, start_run, write_table
 from attnphase.replica.declaration import AttentionModel, paper_model
 
 L = 2
@@ -99,48 +99,56 @@ class SimulationSettings:
     A: tuple[tuple[float, float], tuple[float, float]] = field(default=((0.6, 0.4), (0.4, 0.6)))
 
     def validate(self) -> SimulationSettings:
-        """Raise ``ValueError`` naming the first parameter out of its allowed range; return ``self``."""
-        if isinstance(self.d, bool) or not isinstance(self.d, int) or self.d < 2:
-            raise ValueError(f"d must be an integer >= 2; got {self.d!r}")
-        alphas = np.asarray(self.alphas, dtype=float)
-        if alphas.ndim != 1 or alphas.size == 0 or not np.all(np.isfinite(alphas) & (alphas > 0)):
-            raise ValueError(f"alphas must be a non-empty list of finite numbers > 0; got {self.alphas!r}")
-        if np.any(np.round(alphas * self.d) < 1):
-            raise ValueError(f"alpha * d must be >= 1 (at least one sample); got alphas {self.alphas!r} at d={self.d}")
-        if len(set(np.round(alphas, 10).tolist())) != alphas.size:
-            raise ValueError(f"alphas must be distinct; got {self.alphas!r}")
-        if isinstance(self.seeds, int) and not isinstance(self.seeds, bool):
-            if self.seeds < 1:
-                raise ValueError(f"seeds must be a count >= 1 or a list of distinct integers >= 0; got {self.seeds!r}")
-        elif (
-            not self.seeds
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds)
-            or len(set(self.seeds)) != len(self.seeds)
-        ):
-            raise ValueError(f"seeds must be a count >= 1 or a list of distinct integers >= 0; got {self.seeds!r}")
+        """Raise ``ValueError`` naming the first parameter out of its allowed range; return ``self``.
+
+        The ranges are those of :mod:`attnphase.experiments.parsing` (shared with the command line's
+        help) and :mod:`attnphase.saddle.validation` (alpha, seeds); ``omega``, ``sigma``, ``lambda``
+        and ``A`` are checked by the declaration they come from (:func:`paper_model`). The data a block
+        holds (``seeds x n x L x d`` numbers at the largest alpha) and one chunk of test samples must
+        fit in ``MAX_SIMULATION_BYTES``.
+        """
+        from attnphase.experiments import parsing as ranges  # torch-free ranges, shared with the command line
+        from attnphase.replica.declaration import InputTypeError, shown
+        from attnphase.saddle.validation import ALPHA, SEED, ParameterError, check, check_choice
+
+        d = check(self.d, "d", ranges.DIMENSION)
+        alphas = ALPHA.check_each(self.alphas, "alpha", ParameterError)
+        if not alphas or len(set(np.round(alphas, 10).tolist())) != len(alphas):
+            raise ParameterError(f"alphas must be a non-empty list of distinct numbers {ALPHA}; got {self.alphas!r}")
+        if min(self.samples(alpha) for alpha in alphas) < 1:
+            raise ParameterError(f"alpha * d must be >= 1 (at least one sample); got alphas {self.alphas!r} at d={d}")
+        if ranges.SEED_COUNT.admits_type(self.seeds):
+            check(self.seeds, "seeds", ranges.SEED_COUNT)
+        else:
+            allowed = (
+                f"a count ({ranges.SEED_COUNT}) or a list of at most {ranges.SEED_COUNT.high:g} distinct seeds, "
+                f"each {SEED}; got {shown(self.seeds)}"
+            )
+            try:
+                seeds = SEED.check_each(self.seeds, "seeds", ParameterError)
+            except InputTypeError:
+                raise InputTypeError(f"seeds must be {allowed}") from None
+            if not seeds or len(set(seeds)) != len(seeds) or len(seeds) > ranges.SEED_COUNT.high:
+                raise ParameterError(f"seeds must be {allowed}")
         if not self.inits or any(i not in INITS for i in self.inits) or len(set(self.inits)) != len(self.inits):
-            raise ValueError(f"inits must be distinct values among {', '.join(INITS)}; got {self.inits!r}")
-        if self.optimiser not in OPTIMISERS:
-            raise ValueError(f"optimiser must be one of {', '.join(OPTIMISERS)}; got {self.optimiser!r}")
-        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be > 0; got {self.lr!r}")
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
-            raise ValueError(f"max_steps must be an integer >= 1; got {self.max_steps!r}")
-        if not (math.isfinite(self.tolerance) and self.tolerance > 0):
-            raise ValueError(f"tolerance must be > 0; got {self.tolerance!r}")
-        if isinstance(self.n_test, bool) or not isinstance(self.n_test, int) or self.n_test < 1:
-            raise ValueError(f"n_test must be an integer >= 1; got {self.n_test!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
-        if not 0.0 <= self.omega <= 1.0:
-            raise ValueError(f"omega must be in [0, 1]; got {self.omega!r}")
-        if not (math.isfinite(self.sigma) and self.sigma > 0):
-            raise ValueError(f"sigma must be > 0; got {self.sigma!r}")
-        if not (math.isfinite(self.lam) and self.lam >= 0):
-            raise ValueError(f"lambda must be >= 0; got {self.lam!r}")
-        a = np.asarray(self.A, dtype=float)
-        if a.shape != (L, L) or np.any(a < 0) or not np.allclose(a.sum(axis=1), 1.0):
-            raise ValueError(f"A must be a 2 x 2 row-stochastic matrix with entries >= 0; got {self.A!r}")
+            raise ParameterError(f"inits must be distinct values among {', '.join(INITS)}; got {self.inits!r}")
+        check_choice(self.optimiser, "optimiser", OPTIMISERS)
+        if self.lr is not None:
+            check(self.lr, "lr", ranges.LEARNING_RATE)
+        check(self.max_steps, "max_steps", ranges.STEPS)
+        check(self.tolerance, "tolerance", ranges.TOLERANCE)
+        check(self.n_test, "n_test", ranges.TEST_SAMPLES)
+        check_choice(self.dtype, "dtype", DTYPES)
+        paper_model(self.omega, self.sigma, self.lam, self.A)  # omega, sigma, lambda, A (2 x 2)
+        n = max(self.samples(alpha) for alpha in alphas)
+        data = self.torch_dtype.itemsize * L * d * max(len(self.seed_list) * n, min(TEST_CHUNK, self.n_test))
+        if data > ranges.MAX_SIMULATION_BYTES:
+            raise ParameterError(
+                f"d = {d} with {len(self.seed_list)} seeds and n = {n} samples needs "
+                f"{data / 2**30:.3g} GiB of data (seeds x n x L x d numbers), above the limit of "
+                f"{ranges.MAX_SIMULATION_BYTES / 2**30:g} GiB (experiments.parsing.MAX_SIMULATION_BYTES); "
+                "use a smaller d or alpha, or fewer seeds"
+            )
         return self
 
     @property
@@ -475,38 +483,58 @@ def simulate_to(
     settings: SimulationSettings,
     overwrite: bool = False,
     progress: Callable[[pd.DataFrame], None] | None = None,
+    outputs: Sequence[str] = ("simulations.csv",),
 ) -> pd.DataFrame:
     """``simulate`` writing ``out/simulations.csv`` after each block; resumable (``out`` ``None``:
     nothing is written).
 
-    The settings are kept in ``out/run.json``; a rerun with the same settings skips the blocks
-    already in the table, other settings raise ``FileExistsError`` unless ``overwrite``.
+    ``out`` is held for the whole call (:func:`~attnphase.experiments.storage.exclusive`: another
+    run into it is refused at once) and the settings are kept in ``out/run.json``
+    (:func:`~attnphase.experiments.storage.start_run`). A rerun with the same settings, compared by
+    value, skips the blocks whose every seed is in the table (the rows of an incomplete block are
+    computed again); other settings raise ``FileExistsError`` naming what differs, and a table or
+    ``run.json`` that cannot be read back :class:`~attnphase.experiments.storage.CorruptResultsError`,
+    unless ``overwrite``, which first removes ``outputs`` (every file of the run besides ``run.json``)
+    and then ``run.json``.
     """
     settings.validate()
     if out is None:
         return simulate(settings, progress=progress)
-    table, run_file = Path(out) / "simulations.csv", Path(out) / "run.json"
-    wanted = settings.as_dict()
-    previous = read_json(run_file)
-    if previous is not None and previous.get("settings") != wanted:
-        if not overwrite:
-            raise FileExistsError(
-                f"{out} holds simulations with other settings ({previous.get('settings')}); "
-                "use --overwrite or another --out"
-            )
-        table.unlink(missing_ok=True)
-    frame = pd.read_csv(table) if table.exists() and previous is not None else pd.DataFrame(columns=list(COLUMNS))
-    write_json(run_file, {"settings": wanted, "status": "running"})
-    done = {(round(float(a), 10), i) for a, i in zip(frame["alpha"], frame["init"], strict=True)}
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    table = directory / "simulations.csv"
+    texts = ("init", "optimiser")
+    numbers = tuple(c for c in COLUMNS if c not in (*texts, "converged"))
 
-    def save(block: pd.DataFrame) -> None:
-        nonlocal frame
-        frame = block if frame.empty else pd.concat([frame, block], ignore_index=True)
-        write_table(table, frame)
-        if progress is not None:
-            progress(block)
+    def load() -> pd.DataFrame:
+        if not table.exists():
+            return pd.DataFrame(columns=list(COLUMNS))
+        runs = read_table(table, numbers, ("converged",), texts)
+        if runs[["alpha", "seed"]].isna().to_numpy().any():
+            raise CorruptResultsError(table, "a run lacks its alpha or its seed")
+        return runs
 
-    simulate(settings, progress=save, skip=lambda alpha, init: (round(alpha, 10), init) in done)
+    def block(alpha: float, init: str) -> tuple[float, str]:
+        return round(float(alpha), 10), init
+
+    with exclusive(directory):
+        frame = start_run(directory, {"settings": settings.as_dict()}, outputs, overwrite, load)
+        frame = pd.DataFrame(columns=list(COLUMNS)) if frame is None else frame
+        seeds: dict[tuple[float, str], set[int]] = {}
+        for alpha, init, seed in zip(frame["alpha"], frame["init"], frame["seed"], strict=True):
+            seeds.setdefault(block(alpha, init), set()).add(int(seed))
+        done = {key for key, found in seeds.items() if found >= set(settings.seed_list)}
+        frame = frame[[block(a, i) in done for a, i in zip(frame["alpha"], frame["init"], strict=True)]]
+        frame = frame.reset_index(drop=True)
+
+        def save(rows: pd.DataFrame) -> None:
+            nonlocal frame
+            frame = rows if frame.empty else pd.concat([frame, rows], ignore_index=True)
+            write_table(table, frame)
+            if progress is not None:
+                progress(rows)
+
+        simulate(settings, progress=save, skip=lambda alpha, init: block(alpha, init) in done)
     return frame
 
 

@@ -9,12 +9,16 @@ table, the figure as PNG and PDF, and ``run.json``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import platform
+import tempfile
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from importlib import metadata
+from os import PathLike
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +26,7 @@ from matplotlib.figure import Figure
 from tqdm import TqdmWarning, tqdm
 
 from attnphase.experiments.storage import write_json, write_table
+from attnphase.replica.declaration import InputTypeError
 
 logger = logging.getLogger("attnphase")
 
@@ -55,15 +60,33 @@ def progress_bar(total: int, description: str, unit: str, progress: bool | None)
 
 
 def output_directory(out: str | Path) -> Path:
-    """``out`` as a directory that exists, created before any computation so that a location that
-    cannot be written fails at once, naming ``out``."""
+    """``out`` as a directory that exists and can be written, checked before any computation: every
+    study calls this first, so a bad location fails at once with one message naming ``out``.
+
+    ``out`` must be a non-empty path (``""`` would mean the working directory), must not be a file nor
+    lie below one, and must be creatable and writable (tested by creating and removing a temporary
+    file in it, so that read-only locations are found whatever the user's privileges). Directories
+    created here are removed again when the location turns out unusable, leaving nothing behind.
+    """
+    if not isinstance(out, str | PathLike):
+        raise InputTypeError(f"out must be a directory path; got {out!r}")
+    if str(out).strip() == "":
+        raise ValueError(f"out must name a directory (the working directory is written only as '.'); got {str(out)!r}")
     path = Path(out)
-    if str(out) == "":
-        raise ValueError("out must name a directory; got ''")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"out must be a directory; got {str(out)!r}, which is a file")
+    created = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
+        descriptor, probe = tempfile.mkstemp(dir=path, prefix=".attnphase-write-test-")
+        os.close(descriptor)
+        os.unlink(probe)
     except OSError as error:
-        message = f"out must be a directory that can be created and written; got {str(out)!r} ({error})"
+        for directory in created:  # deepest first: only the empty directories made here
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        reason = error.strerror or type(error).__name__
+        message = f"out must be a directory that can be created and written; got {str(out)!r} ({reason})"
         raise ValueError(message) from None
     return path
 

@@ -10,7 +10,8 @@ derivation depends on, and what its cache is keyed on (:meth:`AttentionModel.str
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 
 import sympy as sp
@@ -20,10 +21,133 @@ class DeclarationError(ValueError):
     """A declaration parameter is outside its allowed range."""
 
 
+class InputTypeError(TypeError, ValueError):
+    """A parameter of the wrong type (a string or ``None`` where a number belongs, a float where an
+    integer belongs): a :class:`TypeError`, and a :class:`ValueError` too, so that every bad input
+    is caught as one kind (the command line reports it in one line)."""
+
+
 def require(condition: bool, parameter: str, allowed: str, value: object) -> None:
     """Raise :class:`DeclarationError` naming ``parameter`` and its allowed range."""
     if not condition:
-        raise DeclarationError(f"{parameter} must be {allowed}; got {value!r}")
+        raise DeclarationError(f"{parameter} must be {allowed}; got {shown(value)}")
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """``value`` as an error message quotes it: numbers (numpy's too) as plain Python numbers, at most
+    ``limit`` characters."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        text = repr(int(value))
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        text = repr(float(value))
+    elif isinstance(value, tuple | list):
+        text = "(" + ", ".join(shown(v, limit) for v in value) + ("," if len(value) == 1 else "") + ")"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bound(x: float) -> str:
+    """A range's end as text: integral values in full (``4294967295``), others in ``%g`` form."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e10 else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The allowed range of a numeric parameter: finite ends, each closed or open, integers or reals.
+
+    ``str(interval)`` is how error messages, ``--help`` texts and the README state the range
+    (``in [0.001, 1000]``, ``in (0, 10]``, ``an integer in [2, 64]``); :meth:`check` is the one
+    check of a value against it, used by every layer (declarations, quadrature, solver settings,
+    simulations, command-line parsing).
+    """
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+    integer: bool = False
+
+    def __str__(self) -> str:
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"{'an integer ' if self.integer else ''}in {left}{_bound(self.low)}, {_bound(self.high)}{right}"
+
+    def __contains__(self, value: object) -> bool:
+        if not self.admits_type(value):
+            return False
+        try:
+            x = int(value) if self.integer else float(value)  # type: ignore[call-overload]
+        except (OverflowError, ValueError):  # beyond any float: outside every finite range
+            return False
+        above = x > self.low if self.low_open else x >= self.low
+        below = x < self.high if self.high_open else x <= self.high
+        return above and below
+
+    def admits_type(self, value: object) -> bool:
+        """Whether ``value`` has a type the range allows: an integer (Python's or numpy's) for an
+        integer range, any real number for a real one; ``bool`` never."""
+        kind = numbers.Integral if self.integer else numbers.Real
+        return isinstance(value, kind) and not isinstance(value, bool)
+
+    def check(self, value: object, parameter: str, error: type[ValueError] = DeclarationError) -> float:
+        """``value`` as a Python ``int`` (integer range) or ``float`` if it lies in the range.
+
+        Raises :class:`InputTypeError` for a value of the wrong type and ``error`` for one outside
+        the range (NaN included), both as ``"<parameter> must be <range>; got <value>"``.
+        """
+        message = f"{parameter} must be {self}; got {shown(value)}"
+        if not self.admits_type(value):
+            raise InputTypeError(message)
+        if value not in self:
+            raise error(message)
+        return int(value) if self.integer else float(value)  # type: ignore[arg-type]
+
+    def check_rows(
+        self, value: object, parameter: str, error: type[ValueError] = DeclarationError
+    ) -> tuple[tuple[float, ...], ...]:
+        """A matrix given as nested sequences or a 2-D array, as a tuple of rows of checked numbers."""
+        allowed = f"a sequence of rows of numbers, each {self}"
+        rows = _items(value, parameter, allowed)
+        return tuple(tuple(self.check(x, parameter, error) for x in _items(row, parameter, allowed)) for row in rows)
+
+    def check_each(self, value: object, parameter: str, error: type[ValueError] = DeclarationError) -> tuple:
+        """A sequence (or 1-D array) of numbers, as a tuple of checked numbers."""
+        allowed = f"a sequence of numbers, each {self}"
+        return tuple(self.check(x, parameter, error) for x in _items(value, parameter, allowed))
+
+
+def _items(value: object, parameter: str, allowed: str) -> list:
+    """The items of a sequence or array (not of a string), else :class:`InputTypeError`."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InputTypeError(f"{parameter} must be {allowed}; got {shown(value)}")
+    return list(value)
+
+
+#: The ranges of a declaration's numbers (THEORY.md sec. 1, 6): physically meaningful and numerically
+#: safe (every variance and field of the compiled integrands stays far from overflow and underflow).
+OMEGA = Interval(0.0, 1.0)
+SIGMA = Interval(1e-3, 1e3)
+VARIANCE = Interval(1e-6, 1e6)  # sigma^2 for sigma in SIGMA
+WEIGHT = Interval(0.0, 1.0, low_open=True)
+LAMBDA = Interval(0.0, 1e3)
+TARGET_ENTRY = Interval(0.0, 1.0)  # entries of a row-stochastic A
+COEFFICIENT = Interval(-1e3, 1e3)
+#: Tokens per sequence L, spectral atoms, student and teacher ranks: the derivation and the
+#: quadrature grow with them (the Gaussian integrals are over L (r + t) variables).
+MAX_TOKENS = 16
+MAX_ATOMS = 16
+MAX_RANK = 4
+TOKENS = Interval(2, MAX_TOKENS, integer=True)
+ATOMS = Interval(1, MAX_ATOMS, integer=True)
+ATOM_INDEX = Interval(0, MAX_ATOMS - 1, integer=True)
+RANK = Interval(1, MAX_RANK, integer=True)
+#: How a token variance is named in messages: the paper's symbol and the field.
+VARIANCES = "sigma^2 (variances)"
+
+
+def _set(instance: object, name: str, value: object) -> None:
+    """Store a normalised field value on a frozen dataclass during ``__post_init__``."""
+    object.__setattr__(instance, name, value)
 
 
 def softmax_rows_stable(scores: sp.Matrix) -> sp.Matrix:
@@ -71,23 +195,28 @@ class MixedPositionalTeacher:
     positional: tuple[tuple[float, ...], ...]
     semantic: DotProductAttention = field(default_factory=DotProductAttention)
 
-    def validate(self, length: int) -> None:
-        """``omega`` in [0, 1] and ``A`` a row-stochastic ``length`` x ``length`` matrix."""
-        require(0.0 <= self.omega <= 1.0, "omega", "in [0, 1]", self.omega)
-        a = self.positional
-        require(
-            len(a) == length and all(len(row) == length for row in a),
-            "A",
-            f"a square {length} x {length} matrix (one row and column per token)",
-            a,
-        )
+    def __post_init__(self) -> None:
+        _set(self, "omega", OMEGA.check(self.omega, "omega"))
+        a = TARGET_ENTRY.check_rows(self.positional, "A")
+        _set(self, "positional", a)
+        require(all(len(row) == len(a) for row in a), "A", "a square matrix (one row and column per token)", a)
         for i, row in enumerate(a):
             require(
-                all(x >= 0 for x in row) and abs(sum(row) - 1.0) < 1e-9,
+                abs(sum(row) - 1.0) < 1e-9,
                 "A",
                 f"row-stochastic (entries >= 0, every row summing to 1; row {i + 1} sums to {sum(row):g})",
                 a,
             )
+
+    def validate(self, length: int) -> None:
+        """``A`` of size ``length`` x ``length`` (its entries, squareness and row sums, and ``omega``,
+        are checked at construction)."""
+        require(
+            len(self.positional) == length,
+            "A",
+            f"a {length} x {length} matrix (one row and column per token)",
+            self.positional,
+        )
 
     def constants(self) -> dict[str, float]:
         """``omega`` and the entries ``A_i_j`` of ``A`` (1-based), as named constants."""
@@ -121,11 +250,16 @@ class GaussianTokens:
     variances: tuple[tuple[float, ...], ...]
     weights: tuple[float, ...] = (1.0,)
 
+    def __post_init__(self) -> None:
+        _set(self, "variances", VARIANCE.check_rows(self.variances, VARIANCES))
+        _set(self, "weights", WEIGHT.check_each(self.weights, "weights"))
+        self.validate()
+
     @classmethod
     def isotropic(cls, length: int, sigma: float) -> GaussianTokens:
         """``Sigma_l = sigma^2 I`` for every token (the paper's instance)."""
-        require(sigma > 0, "sigma", "> 0", sigma)
-        return cls(variances=((float(sigma) ** 2,) * length,))
+        sigma = SIGMA.check(sigma, "sigma")
+        return cls(variances=((sigma**2,) * TOKENS.check(length, "L"),))
 
     @property
     def length(self) -> int:
@@ -133,23 +267,14 @@ class GaussianTokens:
         return len(self.variances[0])
 
     def validate(self) -> None:
-        """At least one atom, positive weights summing to one, positive variances, one per token."""
-        require(len(self.variances) >= 1, "variances", "at least one spectral atom", self.variances)
-        require(
-            len(self.weights) == len(self.variances),
-            "weights",
-            "one weight per spectral atom",
-            self.weights,
-        )
-        require(
-            all(w > 0 for w in self.weights) and abs(sum(self.weights) - 1.0) < 1e-9,
-            "weights",
-            "positive and summing to 1",
-            self.weights,
-        )
+        """1 to ``MAX_ATOMS`` atoms of ``L`` variances each (``L`` in ``TOKENS``), one weight per atom,
+        the weights summing to one (each variance and weight is checked at construction)."""
+        require(len(self.variances) in ATOMS, "variances", f"1 to {MAX_ATOMS} rows (spectral atoms)", self.variances)
         for row in self.variances:
-            require(len(row) == self.length, "variances", "the same number of tokens in every atom", row)
-            require(all(g > 0 for g in row), "sigma", "> 0 (every token variance positive)", row)
+            require(len(row) == self.length, "variances", "rows of equal length (one variance per token)", row)
+        require(self.length in TOKENS, "L", f"{TOKENS} (the length of each row of variances)", self.length)
+        require(len(self.weights) == len(self.variances), "weights", "one weight per spectral atom", self.weights)
+        require(abs(sum(self.weights) - 1.0) < 1e-9, "weights", "numbers summing to 1", self.weights)
 
     def parameters(self) -> dict[str, float]:
         """``{"sigma": sigma}`` if every token has the variance ``sigma^2`` in one spectral atom
@@ -191,6 +316,18 @@ class PositionalEncodings:
     coefficients: tuple[tuple[float, ...], ...]
     atoms: tuple[int, ...] | None = None
 
+    def __post_init__(self) -> None:
+        _set(self, "coefficients", COEFFICIENT.check_rows(self.coefficients, "coefficients"))
+        require(
+            all(len(row) == self.directions for row in self.coefficients),
+            "coefficients",
+            "rows of equal length (one coefficient per direction)",
+            self.coefficients,
+        )
+        if self.atoms is not None:
+            _set(self, "atoms", ATOM_INDEX.check_each(self.atoms, "atoms"))
+            require(len(self.atoms) == self.directions, "atoms", "one atom per direction", self.atoms)
+
     @property
     def directions(self) -> int:
         """The number of orthonormal directions ``u_k`` the encodings are built from."""
@@ -201,17 +338,10 @@ class PositionalEncodings:
         return 0 if self.atoms is None else self.atoms[k]
 
     def validate(self, length: int, n_atoms: int) -> None:
-        """One row per token, rows of equal length, and existing atoms."""
-        require(len(self.coefficients) == length, "positions", f"one row per token ({length})", self.coefficients)
-        require(
-            all(len(row) == self.directions for row in self.coefficients),
-            "positions",
-            "rows of equal length (one coefficient per direction)",
-            self.coefficients,
-        )
+        """One row per token and existing atoms (the entries are checked at construction)."""
+        require(len(self.coefficients) == length, "coefficients", f"one row per token ({length})", self.coefficients)
         if self.atoms is not None:
-            require(len(self.atoms) == self.directions, "positions.atoms", "one atom per direction", self.atoms)
-            require(all(0 <= a < n_atoms for a in self.atoms), "positions.atoms", f"in [0, {n_atoms - 1}]", self.atoms)
+            require(all(a < n_atoms for a in self.atoms), "atoms", f"in [0, {n_atoms - 1}]", self.atoms)
 
     def coefficient_matrix(self) -> sp.Matrix:
         """The L x K matrix ``P`` of ``p_l = sum_k P_lk u_k`` with exact (rational) entries."""
@@ -224,9 +354,12 @@ class Ridge:
 
     strength: float
 
+    def __post_init__(self) -> None:
+        _set(self, "strength", LAMBDA.check(self.strength, "lambda"))
+
     def validate(self) -> None:
-        """``lambda >= 0``."""
-        require(self.strength >= 0, "lambda", ">= 0", self.strength)
+        """Nothing to check against the other components (``lambda`` in ``LAMBDA`` is checked at construction)."""
+        return None
 
     def constants(self) -> dict[str, float]:
         """The strength as the named constant ``lambda``."""
@@ -256,6 +389,15 @@ class AttentionModel:
     teacher_rank: int = 1
 
     def __post_init__(self) -> None:
+        for name, kind in (("tokens", GaussianTokens), ("positions", PositionalEncodings)):
+            if not isinstance(getattr(self, name), kind):
+                raise InputTypeError(f"{name} must be a {kind.__name__}; got {shown(getattr(self, name))}")
+        for name in ("teacher", "student", "regulariser"):
+            part = getattr(self, name)
+            if not all(callable(getattr(part, method, None)) for method in ("validate", "constants")):
+                raise InputTypeError(f"{name} must be a declaration with validate() and constants(); got {part!r}")
+        _set(self, "rank", RANK.check(self.rank, "rank"))
+        _set(self, "teacher_rank", RANK.check(self.teacher_rank, "teacher_rank"))
         self.validate()
 
     @property
@@ -264,11 +406,8 @@ class AttentionModel:
         return self.tokens.length
 
     def validate(self) -> None:
-        """Validate every component against the others (raises :class:`DeclarationError`)."""
-        require(self.rank >= 1, "rank", ">= 1", self.rank)
-        require(self.teacher_rank >= 1, "teacher_rank", ">= 1", self.teacher_rank)
-        self.tokens.validate()
-        require(self.length >= 2, "L", ">= 2 tokens", self.length)
+        """Validate the components against each other (raises :class:`DeclarationError`); each
+        component has checked its own numbers at construction."""
         self.positions.validate(self.length, len(self.tokens.variances))
         self.teacher.validate(self.length)
         self.student.validate(self.length)
@@ -334,7 +473,7 @@ def paper_model(
     return AttentionModel(
         tokens=GaussianTokens.isotropic(2, sigma),
         positions=PositionalEncodings(coefficients=((1.0,), (-1.0,))),
-        teacher=MixedPositionalTeacher(omega=omega, positional=tuple(tuple(map(float, r)) for r in A)),
+        teacher=MixedPositionalTeacher(omega=omega, positional=A),
         student=DotProductAttention(),
         regulariser=Ridge(lam),
     )

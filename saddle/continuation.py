@@ -37,6 +37,29 @@ class BranchTrace:
         """The points of the trace that converged."""
         return tuple(p for p in self.points if p.converged)
 
+    def missing(self, alphas: Iterable[float]) -> dict[float, str]:
+        """Why the branch has no point at each of ``alphas`` that it has no point at: it could not
+        be continued past the alpha where it ended, with the checks the point there failed."""
+        have = {p.alpha for p in self.points}
+        flagged = [p for p in self.points if not p.converged]
+        reasons = {}
+        for alpha in sorted({float(a) for a in alphas} - have):
+            if self.ended_below is not None and alpha < self.ended_below:
+                side, edge = "below", self.ended_below
+                ends = [p for p in flagged if p.alpha <= edge]
+            elif self.ended_above is not None and alpha > self.ended_above:
+                side, edge = "above", self.ended_above
+                ends = [p for p in flagged if p.alpha >= edge]
+            else:
+                reasons[alpha] = "not computed"
+                continue
+            reason = f"the {self.branch} branch could not be continued {side} alpha = {edge:g}"
+            if ends:
+                end = min(ends, key=lambda p: abs(p.alpha - alpha))
+                reason += f" (at alpha = {end.alpha:g}: {end.status})"
+            reasons[alpha] = reason
+        return reasons
+
 
 def _sweep(
     solver: SaddlePointSolver,
@@ -84,8 +107,8 @@ def _step(solver, branch, history, target, jacobian, max_halvings):
     if solver.on_branch(point, branch):
         return point, jac
     point, jac = solver.solve(target, branch, initial=last.values)
-    if solver.on_branch(point, branch) or point.converged or max_halvings == 0:
-        return point, jac  # converged off the branch from both starts: it has merged
+    if solver.on_branch(point, branch) or point.solved or max_halvings == 0:
+        return point, jac  # a fixed point off the branch from both starts: it has merged
     middle = 0.5 * (last.alpha + target)
     mid_point, mid_jac = _step(solver, branch, history, middle, None, max_halvings - 1)
     if not solver.on_branch(mid_point, branch):

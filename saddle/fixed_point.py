@@ -25,9 +25,16 @@ import scipy.optimize
 
 from attnphase.saddle.compiled import CompiledSystem
 from attnphase.saddle.line_correction import LineCorrection
-from attnphase.saddle.quadrature import GaussHermite, QuadratureRule
+from attnphase.saddle.quadrature import GaussHermite, QuadratureRule, ScrambledSobol
 from attnphase.saddle.symmetry import Fold, envelope_symmetries, fold_nodes
-from attnphase.saddle.validation import check_alpha
+from attnphase.saddle.validation import (
+    PROX_RANGES,
+    SOLVER_RANGES,
+    check_alpha,
+    check_choice,
+    check_fields,
+    check_type,
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,12 @@ class Branch:
     zero: tuple[str, ...] = ()
     seeds: tuple[float, ...] = (0.9, 0.6, 0.3)
 
+
+#: The status of a point every check holds for; otherwise the status lists the failed checks.
+CONVERGED = "converged"
+STATUS_SEPARATOR = "; "
+#: A node's prox has converged when the gradient of the envelope there is below this.
+PROX_GRADIENT_TOLERANCE = 1e-7
 
 POSITIONAL = Branch("positional", zero=("theta",))
 SEMANTIC = Branch("semantic", zero=("m",))
@@ -59,8 +72,7 @@ class ProxSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.extra_directions < 0:
-            raise ValueError(f"extra_directions must be >= 0; got {self.extra_directions}")
+        check_fields(self, PROX_RANGES)
 
 
 @dataclass(frozen=True)
@@ -88,14 +100,22 @@ class SolverSettings:
     fold_symmetries: bool = True
     line_correction: bool = True
     threshold_quadrature: GaussHermite | None = GaussHermite(32)
+    energy_tolerance: float = 1e-6
+    prox_tolerance: float = 1e-6
 
     def __post_init__(self) -> None:
-        if self.conjugate_form not in ("score", "envelope"):
-            raise ValueError(f"conjugate_form must be 'score' or 'envelope'; got {self.conjugate_form!r}")
-        if self.method not in ("broyden", "hybr", "damped"):
-            raise ValueError(f"method must be one of broyden, hybr, damped; got {self.method!r}")
-        if not 0 < self.damping <= 1:
-            raise ValueError(f"damping must be in (0, 1]; got {self.damping!r}")
+        rules, rule = (GaussHermite, ScrambledSobol), "a GaussHermite or ScrambledSobol rule"
+        check_type(self.quadrature, "quadrature", rules, rule)
+        check_type(self.test_quadrature, "test_quadrature", rules, rule)
+        check_type(
+            self.threshold_quadrature, "threshold_quadrature", (GaussHermite, type(None)), "a GaussHermite or None"
+        )
+        check_type(self.prox, "prox", ProxSettings, "a ProxSettings")
+        for flag in ("fold_symmetries", "line_correction"):
+            check_type(getattr(self, flag), flag, bool, "True or False")
+        check_choice(self.conjugate_form, "conjugate_form", ("score", "envelope"))
+        check_choice(self.method, "method", ("broyden", "hybr", "damped"))
+        check_fields(self, SOLVER_RANGES)
 
 
 @dataclass(frozen=True)
@@ -115,11 +135,26 @@ class FixedPoint:
     test_error: float  # eps_g
     residual: float  # max |F(x) - x| / (1 + |x|) over the branch's free order parameters
     symmetry_defect: float  # max |F(x)| over the parameters the branch holds at zero
-    converged: bool
+    converged: bool  # every check of SaddlePointSolver.diagnose holds
     iterations: int
     prox_unconverged: int
     quadrature: str
     conjugate_form: str
+    status: str = CONVERGED  # CONVERGED, or "check: detail" for every failed check, joined by "; "
+
+    @property
+    def failed_checks(self) -> tuple[str, ...]:
+        """The names of the checks that failed (``residual``, ``finite``, ``domain``, ``energy``,
+        ``prox``, ``label``; empty when converged)."""
+        if self.status == CONVERGED:
+            return ()
+        return tuple(part.split(":", 1)[0].strip() for part in self.status.split(STATUS_SEPARATOR))
+
+    @property
+    def solved(self) -> bool:
+        """A fixed point of the equations, whatever its overlaps: every check holds but perhaps the
+        label's (a point whose defining overlaps vanish has merged into a more symmetric branch)."""
+        return set(self.failed_checks) <= {"label"}
 
     def __getitem__(self, name: str) -> float:
         if name in self.names:
@@ -143,11 +178,12 @@ class FixedPoint:
             test_error=float(row["test_error"]),
             residual=float(row["residual"]),
             symmetry_defect=float(row["symmetry_defect"]),
-            converged=str(row["converged"]).lower() in ("true", "1"),
+            converged=(converged := str(row["converged"]).lower() in ("true", "1")),
             iterations=int(row["iterations"]),
             prox_unconverged=int(row["prox_unconverged"]),
             quadrature=str(row["quadrature"]),
             conjugate_form=str(row["conjugate_form"]),
+            status=str(row.get("status", CONVERGED if converged else "residual: not recorded")),
         )
 
     def row(self) -> dict[str, object]:
@@ -162,6 +198,7 @@ class FixedPoint:
             line_correction=self.line_correction,
             test_error=self.test_error,
             converged=self.converged,
+            status=self.status,
             residual=self.residual,
             symmetry_defect=self.symmetry_defect,
             iterations=self.iterations,
@@ -182,6 +219,7 @@ class Evaluation:
     mean_envelope: float
     mean_loss: float
     prox_unconverged: int
+    prox_unconverged_weight: float  # quadrature weight of the nodes whose prox has not converged
     z: np.ndarray  # the prox at every node
     envelope_values: np.ndarray  # M* at every node
 
@@ -293,8 +331,18 @@ class SaddlePointSolver:
         integrals = form(z, self.nodes, self.weights, params, self.consts)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
         updated = self.compiled.orders(conj, self.consts)
-        unconverged = int((grad > 1e-7).sum())
-        return Evaluation(params, conj, updated, float(integrals[0]), float(integrals[1]), unconverged, z, value)
+        unconverged = ~(grad <= PROX_GRADIENT_TOLERANCE)  # NaN counts as unconverged
+        return Evaluation(
+            params,
+            conj,
+            updated,
+            float(integrals[0]),
+            float(integrals[1]),
+            int(unconverged.sum()),
+            float(self.weights[unconverged].sum()),
+            z,
+            value,
+        )
 
     def kink_correction(self, params: np.ndarray, z: np.ndarray, values: np.ndarray) -> float:
         """The correction of ``E[M*]`` for the kinks along lines (:mod:`saddle.line_correction`),
@@ -336,7 +384,8 @@ class SaddlePointSolver:
 
     def generic_guess(self) -> np.ndarray:
         """The alpha -> 0 limit of the equations (conjugates zero) with ``q = rho/2``."""
-        x = self.compiled.orders(np.zeros(len(self.names)), self.consts)
+        with np.errstate(all="ignore"):  # at lambda = 0 the limit is not finite: the solve reports it
+            x = self.compiled.orders(np.zeros(len(self.names)), self.consts)
         for i, e in enumerate(self.compiled.system.entries):
             if e.family == "q" and e.entry[0] == e.entry[1]:
                 x[i] = 0.5 * self._rho(e.group)
@@ -373,17 +422,52 @@ class SaddlePointSolver:
         return tuple(f for f in ("m", "theta") if f not in branch.zero)
 
     def on_branch(self, point: FixedPoint, branch: Branch) -> bool:
-        """Converged, and the overlaps that define the branch are not negligible: at least
-        1e-3 of their Cauchy-Schwarz bound (a branch whose overlaps vanish has merged into
-        the more symmetric one)."""
+        """``point`` is a converged point of ``branch``: every check of :meth:`diagnose` holds,
+        its label's among them (the overlaps that define the branch are not negligible)."""
+        return point.converged and point.branch == branch.name
+
+    def label_violation(self, values: np.ndarray, branch: Branch) -> str | None:
+        """Why order parameters ``values`` do not belong to ``branch``, or ``None``: the overlap
+        families the branch leaves free must not all be negligible, i.e. below 1e-3 of their
+        Cauchy-Schwarz bound (a branch whose overlaps vanish has merged into the more symmetric
+        one, THEORY.md sec. 6)."""
         families = self.seeded_families(branch)
-        if not point.converged:
-            return False
         if not families:
-            return True
-        bound = self.seeded(point.values, branch, 1.0)
+            return None
+        bound = self.seeded(values, branch, 1.0)
         mask = np.array([f in families for f in self.families]) & (bound != 0)
-        return bool(np.any(np.abs(point.values[mask]) > 1e-3 * np.abs(bound[mask])))
+        if np.any(np.abs(values[mask]) > 1e-3 * np.abs(bound[mask])):
+            return None
+        largest = float(np.max(np.abs(values[mask]), initial=0.0))
+        return f"the {'/'.join(families)} overlaps vanish (largest {largest:.1e}, below 1e-3 of their bound)"
+
+    def domain_violations(self, values: np.ndarray) -> list[str]:
+        """Order parameters outside their domain (THEORY.md sec. 2): per covariance class, ``q``
+        and ``V`` must be positive definite and the teacher field's conditional covariance
+        ``rho - theta q^-1 theta^T`` positive semidefinite."""
+        parameters = self.compiled.system.parameters
+        shapes = {"q": parameters.q, "V": parameters.V, "theta": parameters.theta}
+        matrices: dict[tuple[str, int], np.ndarray] = {}
+        for value, e in zip(values, self.compiled.system.entries, strict=True):
+            if e.family not in shapes:
+                continue
+            matrix = matrices.setdefault((e.family, e.group), np.zeros(shapes[e.family][e.group].shape))
+            matrix[e.entry] = value
+            if e.family != "theta":  # q and V are symmetric
+                matrix[e.entry[::-1]] = value
+        violations = []
+        for (family, group), matrix in sorted(matrices.items()):
+            if family == "theta":
+                continue
+            label = family + (f" of class {group + 1}" if len(parameters.q) > 1 else "")
+            if not np.all(np.isfinite(matrix)) or np.linalg.eigvalsh(matrix).min() <= 0:
+                violations.append(f"{label} not positive definite ({np.array2string(matrix.ravel(), precision=3)})")
+            elif family == "q" and ("theta", group) in matrices:
+                theta = matrices[("theta", group)]
+                conditional = self._rho(group) * np.eye(theta.shape[0]) - theta @ np.linalg.solve(matrix, theta.T)
+                if np.linalg.eigvalsh(conditional).min() < -1e-12 * self._rho(group):
+                    violations.append(f"theta^2 > q rho in class {group + 1} (Cauchy-Schwarz)")
+        return violations
 
     def symmetric_point(self, alpha: float) -> FixedPoint:
         """The fixed point with all overlaps zero (``m = theta = 0``) at ``alpha``, from the
@@ -450,8 +534,8 @@ class SaddlePointSolver:
         for thorough in (False, True):
             x, jacobian, used = self._find_root(alpha, free, start, jacobian, thorough)
             evaluations += used
-            point = self._observe(x, alpha, branch, evaluations)
-            if point.converged or thorough:
+            point = self.observe(x, alpha, branch, evaluations)
+            if point.solved or thorough:  # a merged point stays merged with more starts
                 return point, jacobian
             start = x
         raise AssertionError("unreachable")
@@ -551,19 +635,72 @@ class SaddlePointSolver:
             x = x + self.settings.damping * g
         return x
 
-    def _observe(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int) -> FixedPoint:
+    def diagnose(
+        self,
+        params: np.ndarray,
+        ev: Evaluation,
+        branch: Branch,
+        residual: float,
+        observables: dict[str, float],
+    ) -> list[str]:
+        """Every failed check of a candidate fixed point, as ``"check: detail"`` (empty if it has
+        converged): ``residual`` at most ``accept``; ``finite`` order parameters, conjugates and
+        observables; order parameters in their ``domain`` (:meth:`domain_violations`); the
+        ``energy`` identity ``energy = eps_t - line_correction`` (THEORY.md sec. 5) to
+        ``energy_tolerance`` relative; the ``prox`` converged at all nodes but a quadrature weight
+        of at most ``prox_tolerance``; the ``label`` agreeing with the overlaps
+        (:meth:`label_violation`)."""
+        s = self.settings
+        failed = []
+        if not residual <= s.accept:
+            failed.append(f"residual: {residual:.1e} > {s.accept:.0e}")
+        numbers = dict(zip(self.names, params, strict=True))
+        numbers.update(zip(self.compiled.conjugate_names, ev.conjugates, strict=True))
+        numbers.update(observables)
+        infinite = [name for name, value in numbers.items() if not np.isfinite(value)]
+        if infinite:
+            failed.append(f"finite: {', '.join(infinite)} not finite")
+        domain = self.domain_violations(params) if np.all(np.isfinite(params)) else []
+        if domain:
+            failed.append(f"domain: {', '.join(domain)}")
+        expected = observables["train_loss"] - observables["line_correction"]
+        gap = abs(observables["energy"] - expected)
+        if np.isfinite(gap) and not gap <= s.energy_tolerance * abs(expected):
+            failed.append(f"energy: energy - (eps_t - line_correction) = {gap:.1e}, relative {gap / abs(expected):.1e}")
+        if not ev.prox_unconverged_weight <= s.prox_tolerance:
+            failed.append(f"prox: {ev.prox_unconverged} nodes of weight {ev.prox_unconverged_weight:.1e} unconverged")
+        label = self.label_violation(params, branch)
+        if label is not None:
+            failed.append(f"label: {label}")
+        return failed
+
+    def observe(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int = 0) -> FixedPoint:
+        """The candidate fixed point ``params`` of ``branch`` at ``alpha`` with its observables
+        (THEORY.md sec. 5) and every check of :meth:`diagnose`, from one evaluation of the map
+        with all prox starts (``evaluations``: the evaluations that found it, for the record).
+        A point read back from a table is re-checked this way before it is trusted."""
+        check_alpha(alpha)
+        with np.errstate(all="ignore"):  # non-finite values are reported in the status, not printed
+            return self._observed(np.asarray(params, dtype=float), alpha, branch, evaluations)
+
+    def _observed(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int) -> FixedPoint:
         ev = self.evaluate(params, alpha, thorough=True)
         c = self.compiled
         free = self.free_mask(branch)
         residual = self.residual_norm(params[free], ev.updated[free])
         defect = self.residual_norm(params[~free], ev.updated[~free])
-        converged = bool(residual <= self.settings.accept and np.all(np.isfinite(params)))
         # the kink correction refines eps_t at a fixed point (Phi is stationary there only)
-        kink = self.kink_correction(params, ev.z, ev.envelope_values) if converged else 0.0
+        stationary = bool(residual <= self.settings.accept and np.all(np.isfinite(params)))
+        kink = self.kink_correction(params, ev.z, ev.envelope_values) if stationary else 0.0
         phi = self._phi(params, ev.conjugates, alpha, ev.mean_envelope + kink)
-        correction = alpha * kink
-        energy = float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts))
-        test_error = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
+        observables = {
+            "free_entropy": phi,
+            "train_loss": -phi,
+            "energy": float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts)),
+            "line_correction": alpha * kink,
+            "test_error": float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0]),
+        }
+        failed = self.diagnose(params, ev, branch, residual, observables)
         return FixedPoint(
             alpha=float(alpha),
             branch=branch.name,
@@ -571,16 +708,13 @@ class SaddlePointSolver:
             conjugate_names=c.conjugate_names,
             values=params.copy(),
             conjugates=ev.conjugates.copy(),
-            free_entropy=phi,
-            train_loss=-phi,
-            energy=energy,
-            line_correction=correction,
-            test_error=test_error,
+            **observables,
             residual=residual,
             symmetry_defect=defect,
-            converged=converged,
+            converged=not failed,
             iterations=evaluations + 1,
             prox_unconverged=ev.prox_unconverged,
             quadrature=self.settings.quadrature.label,
             conjugate_form=self.settings.conjugate_form,
+            status=STATUS_SEPARATOR.join(failed) if failed else CONVERGED,
         )

@@ -1,15 +1,72 @@
-"""Checks of numerical inputs, with errors that name the parameter and its allowed range."""
+"""Checks of numerical inputs, with errors that name the parameter and its allowed range.
+
+The ranges are :class:`~attnphase.replica.declaration.Interval` objects (one check, one way of
+stating a range, shared with the declarations); this module holds the ranges of the numerical
+stages (``alpha``, seeds) and the error they raise, :class:`ParameterError`.
+"""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Collection, Mapping
+
+from attnphase.replica.declaration import InputTypeError, Interval, shown
 
 
 class ParameterError(ValueError):
     """A numerical parameter is outside its allowed range."""
 
 
-def check_alpha(alpha: float) -> None:
-    """Raise :class:`ParameterError` unless ``alpha`` is a finite number > 0."""
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-        raise ParameterError(f"alpha must be a finite number > 0; got {alpha!r}")
+#: Sample complexities alpha = n/d: below 1e-6 there is no data at any d that fits in memory, and
+#: above 1e4 every branch has long reached its alpha -> infinity limit (THEORY.md sec. 5).
+ALPHA = Interval(1e-6, 1e4)
+#: Seeds of every random generator (numpy, scipy's Sobol scrambling, torch): 32-bit unsigned integers.
+SEED = Interval(0, 2**32 - 1, integer=True)
+#: The numeric fields of :class:`~attnphase.saddle.fixed_point.ProxSettings` and their ranges.
+PROX_RANGES: Mapping[str, Interval] = {
+    "extra_directions": Interval(0, 64, integer=True),
+    "gradient_tolerance": Interval(0.0, 1e-3, low_open=True),
+    "max_iterations": Interval(1, 10_000, integer=True),
+    "seed": SEED,
+}
+#: The numeric fields of :class:`~attnphase.saddle.fixed_point.SolverSettings` and their ranges:
+#: residuals are relative (``|F(x) - x| / (1 + |x|)``), so a tolerance above 1e-3 accepts non-solutions.
+SOLVER_RANGES: Mapping[str, Interval] = {
+    "tolerance": Interval(0.0, 1e-3, low_open=True),
+    "accept": Interval(0.0, 1e-3, low_open=True),
+    "max_evaluations": Interval(1, 10_000, integer=True),
+    "damping": Interval(0.0, 1.0, low_open=True),
+    "energy_tolerance": Interval(0.0, 1.0, low_open=True),
+    "prox_tolerance": Interval(0.0, 1.0),
+}
+
+
+def check(value: object, parameter: str, interval: Interval) -> float:
+    """``value`` if it lies in ``interval`` (as ``int`` or ``float``), else :class:`ParameterError`
+    (:class:`~attnphase.replica.declaration.InputTypeError` for a wrong type) naming ``parameter``."""
+    return interval.check(value, parameter, ParameterError)
+
+
+def check_fields(instance: object, ranges: Mapping[str, Interval]) -> None:
+    """Check the numeric fields of a frozen dataclass against ``ranges`` (field name -> range), naming
+    the field in the error, and store each back as a plain ``int`` or ``float``."""
+    for name, interval in ranges.items():
+        object.__setattr__(instance, name, check(getattr(instance, name), name, interval))
+
+
+def check_choice(value: object, parameter: str, choices: Collection[str]) -> str:
+    """``value`` if it is one of ``choices``, else :class:`ParameterError` listing them."""
+    if not (isinstance(value, str) and value in choices):
+        raise ParameterError(f"{parameter} must be one of {', '.join(choices)}; got {shown(value)}")
+    return value
+
+
+def check_type(value: object, parameter: str, kinds: type | tuple[type, ...], allowed: str) -> None:
+    """Raise :class:`~attnphase.replica.declaration.InputTypeError` naming ``parameter`` unless
+    ``value`` is an instance of ``kinds`` (described as ``allowed``)."""
+    if not isinstance(value, kinds):
+        raise InputTypeError(f"{parameter} must be {allowed}; got {shown(value)}")
+
+
+def check_alpha(alpha: float) -> float:
+    """``alpha`` as a float if it lies in :data:`ALPHA`, else :class:`ParameterError`."""
+    return check(alpha, "alpha", ALPHA)

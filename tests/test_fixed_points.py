@@ -29,10 +29,27 @@ def test_every_reported_fixed_point_satisfies_its_equations(reference_traces):
     """max |F(x) - x| / (1 + |x|) <= 1e-8 over the free order parameters, and the equations
     of those a branch holds at zero are satisfied to rounding (its subspace is invariant
     under the sign-symmetric Gauss-Hermite rule)."""
-    points = all_points(reference_traces)
-    assert points and all(p.converged for p in points)
+    points = [p for p in all_points(reference_traces) if p.converged]
+    assert points and all(p.status == "converged" for p in points)
     assert max(p.residual for p in points) <= 1e-8
     assert max(p.symmetry_defect for p in points) <= 1e-12
+
+
+def test_the_only_points_not_converged_are_flagged_branch_ends(reference_traces):
+    """A branch that cannot be continued reports the point where it stopped, with the checks it
+    failed; at omega = 0.3 the positional branch merges into the agnostic one at small alpha and
+    the semantic one below alpha ~ 0.74 (THEORY.md sec. 6): their overlaps vanish there."""
+    for name, trace in reference_traces.items():
+        converged = [p.alpha for p in trace.points if p.converged]
+        for point in trace.points:
+            if point.converged:
+                continue
+            assert point.status != "converged" and point.failed_checks
+            assert point.alpha < min(converged) or point.alpha > max(converged), (name, point.alpha)
+    ends = {name: [p for p in trace.points if not p.converged] for name, trace in reference_traces.items()}
+    assert [p.failed_checks for p in ends["semantic"]] == [("label",)]
+    assert ends["semantic"][0].solved and abs(ends["semantic"][0]["theta"]) < 1e-6
+    assert not ends["agnostic"]
 
 
 def test_training_loss_equals_the_energy(reference_traces):
@@ -109,3 +126,16 @@ def test_three_token_model_has_converged_fixed_points():
         assert point.converged and point.residual <= 1e-8
         assert point.energy == pytest.approx(point.train_loss - point.line_correction, rel=1e-6)
     assert solver.compiled.dimension == 6
+
+
+def test_every_requested_alpha_has_a_point_or_a_reason(reference_traces, reference):
+    for name, trace in reference_traces.items():
+        requested = reference[name]["alpha"].round(12).tolist()
+        reasons = trace.missing(requested)
+        covered = {p.alpha for p in trace.points}
+        assert set(requested) <= covered | set(reasons), name
+        assert not set(reasons) & covered
+        for alpha, reason in reasons.items():
+            assert reason.startswith(f"the {name} branch could not be continued below alpha = "), reason
+            assert "label: the" in reason and alpha < trace.ended_below
+    assert reference_traces["semantic"].missing(reference["semantic"]["alpha"].round(12).tolist())

@@ -188,9 +188,9 @@ def test_uninformed_command_writes_its_files(tmp_path, paper_solver, monkeypatch
         ("finite-size", "--dims", "100,abc", "comma-separated integers"),
         ("finite-size", "--seeds", "0", "seeds must be"),
         ("finite-size", "--omega", "2", "omega"),
-        ("uninformed", "--d", "1", "d must be an integer >= 2"),
+        ("uninformed", "--d", "1", "d must be an integer in [2, 100000]"),
         ("uninformed", "--alphas", "x", "alphas must be"),
-        ("uninformed", "--lr", "0", "lr must be > 0"),
+        ("uninformed", "--lr", "0", "lr must be in (0, 1]"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, command, option, value, message):

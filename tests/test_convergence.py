@@ -1,0 +1,115 @@
+"""What ``converged`` means: every check holds; otherwise the point is kept and its status says which failed.
+
+The checks (:meth:`SaddlePointSolver.diagnose`): the residual, finite values, order parameters in
+their domain, the energy identity, the prox converged, and the label agreeing with the overlaps.
+Rows the solver reports as converged are re-checked here from their own values (an independent
+route: the domain and the energy identity computed from the table row, not from the flags).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attnphase as ap
+from attnphase.saddle.fixed_point import AGNOSTIC, SEMANTIC, FixedPoint
+
+
+@pytest.fixture(scope="module")
+def semantic_point(paper_solver) -> FixedPoint:
+    return paper_solver.anchor(2.0, SEMANTIC)
+
+
+def test_a_converged_point_passes_every_check_and_keeps_its_status_in_a_table(semantic_point):
+    assert semantic_point.converged and semantic_point.status == "converged" and semantic_point.failed_checks == ()
+    row = semantic_point.row()
+    assert row["status"] == "converged" and row["converged"] is True
+    back = FixedPoint.from_row(row, semantic_point.names, semantic_point.conjugate_names)
+    assert back.status == "converged" and back.converged and back.solved
+
+
+def test_a_moved_point_fails_the_residual_check(paper_solver, semantic_point):
+    values = semantic_point.values.copy()
+    values[semantic_point.names.index("q")] *= 1.05
+    moved = paper_solver.observe(values, 2.0, SEMANTIC)
+    assert not moved.converged and "residual" in moved.failed_checks and not moved.solved
+    back = FixedPoint.from_row(moved.row(), moved.names, moved.conjugate_names)
+    assert back.failed_checks == moved.failed_checks
+
+
+def test_order_parameters_outside_their_domain_are_named(paper_solver, semantic_point):
+    names = semantic_point.names
+    negative_v = semantic_point.values.copy()
+    negative_v[names.index("V")] = -1.0
+    assert any(v.startswith("V not positive definite") for v in paper_solver.domain_violations(negative_v))
+    too_aligned = semantic_point.values.copy()
+    q, rho = too_aligned[names.index("q")], 0.25  # sigma^2 of the paper's instance
+    too_aligned[names.index("theta")] = 1.01 * np.sqrt(q * rho)
+    assert any("Cauchy-Schwarz" in v for v in paper_solver.domain_violations(too_aligned))
+    assert paper_solver.domain_violations(semantic_point.values) == []
+    observed = paper_solver.observe(negative_v, 2.0, SEMANTIC)
+    assert "domain" in observed.failed_checks and not observed.converged
+
+
+def test_a_point_whose_defining_overlaps_vanish_is_not_labelled_by_its_branch(paper_solver):
+    agnostic = paper_solver.anchor(2.0, AGNOSTIC)
+    assert agnostic.converged
+    as_semantic = paper_solver.observe(agnostic.values, 2.0, SEMANTIC)
+    assert as_semantic.failed_checks == ("label",) and as_semantic.solved and not as_semantic.converged
+    assert "theta overlaps vanish" in as_semantic.status
+
+
+def _independently_valid(row) -> list[str]:
+    """The checks a converged row must pass, recomputed from the row itself."""
+    problems = []
+    numeric = row[["q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "train_loss", "energy", "test_error"]]
+    if not np.all(np.isfinite(numeric.to_numpy(float))):
+        problems.append("finite")
+    if not (row["q"] > 0 and row["V"] > 0 and row["theta"] ** 2 <= row["q"] * row["sigma2"]):
+        problems.append("domain")
+    expected = row["train_loss"] - row["line_correction"]
+    if not abs(row["energy"] - expected) <= 1e-6 * abs(expected):
+        problems.append("energy")
+    if not row["residual"] <= 1e-8:
+        problems.append("residual")
+    return problems
+
+
+@pytest.mark.parametrize(
+    ("declaration", "alphas"),
+    [
+        ({"sigma": 2.0}, "2.0"),  # was: semantic points with V < 0 and eps_t ~ 1e31 marked converged
+        ({"lam": 0.0}, "2.0"),  # was: V = inf and NaN columns
+        ({"omega": 0.0}, "2.0"),  # was: a "positional" row with m ~ 1e-16 marked converged
+        ({"omega": 0.0, "A": ((0.3, 0.7), (0.8, 0.2))}, "2.0"),
+    ],
+)
+def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
+    model = ap.paper_model(**declaration)
+    branches = ap.scan(model, alphas, order=8, threshold_order=0, progress=False).branches
+    assert len(branches) >= 1
+    branches = branches.assign(sigma2=model.parameters()["sigma"] ** 2)
+    for _, row in branches.iterrows():
+        assert (row["status"] == "converged") == bool(row["converged"])
+        if row["converged"]:
+            assert _independently_valid(row) == [], row.to_dict()
+            if row["branch"] == "positional":
+                assert abs(row["m"]) > 1e-6
+            if row["branch"] == "semantic":
+                assert abs(row["theta"]) > 1e-6
+        else:
+            assert row["status"] and row["status"] != "converged"
+    if declaration == {"lam": 0.0}:
+        assert not branches["converged"].any()
+        assert all("finite" in status for status in branches["status"])
+
+
+def test_a_scan_gives_every_requested_alpha_a_row_or_a_reason():
+    result = ap.scan(ap.paper_model(), "0.3,1.0,2.0", order=8, threshold_order=0, progress=False)
+    rows = set(zip(result.branches["alpha"], result.branches["branch"], strict=True))
+    missing = set(zip(result.missing["alpha"], result.missing["branch"], strict=True))
+    wanted = {(a, b) for a in (0.3, 1.0, 2.0) for b in ("positional", "semantic", "agnostic")}
+    assert wanted <= rows | missing and not rows & missing
+    assert ("semantic", 0.3) in {(b, a) for a, b in missing}  # the semantic branch ends near alpha = 0.74
+    assert all("could not be continued" in reason for reason in result.missing["reason"])
+    assert result.record["missing"] == result.missing.to_dict("records")
