@@ -26,7 +26,7 @@ ALPHA_STEP = Interval(0.0, ALPHA.high, low_open=True)
 # settings check them, :meth:`attnphase.experiments.simulation.SimulationSettings.validate`).
 #: The embedding dimension d (the memory a simulation needs is bounded separately, below).
 DIMENSION = Interval(2, 100_000, integer=True)
-#: Runs per point, as a count (seeds ``0 .. seeds-1``); each seed is in :data:`SEED`.
+#: Runs per point, as a count (seeds ``0`` to ``seeds - 1``); each seed is in :data:`SEED`.
 SEED_COUNT = Interval(1, 1000, integer=True)
 #: Learning rates of GD, Adam, L-BFGS and SGD: larger steps only diverge on these losses.
 LEARNING_RATE = Interval(0.0, 1.0, low_open=True)
