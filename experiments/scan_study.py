@@ -230,14 +230,9 @@ def verify_point(solver: SaddlePointSolver, point: FixedPoint) -> str | None:
         ("-free_entropy", -point.free_entropy, "train_loss", point.train_loss, RECOMPUTED_TOLERANCE),
     )
     for name, stored, expected, recomputed, rtol in checks:
-        if _disagree(stored, recomputed, rtol):
+        if not np.allclose(stored, recomputed, rtol=rtol, atol=1e-12):  # NaN never agrees
             return f"its {name} {_shown(stored)} is not {expected} ({_shown(recomputed)})"
     return None
-
-
-def _disagree(stored: np.ndarray | float, recomputed: np.ndarray | float, rtol: float) -> bool:
-    stored, recomputed = np.asarray(stored, dtype=float), np.asarray(recomputed, dtype=float)
-    return not np.all(np.abs(stored - recomputed) <= rtol * np.abs(recomputed) + 1e-12)
 
 
 def _shown(value: np.ndarray | float) -> str:
