@@ -22,6 +22,7 @@ from attnphase.experiments.cli_common import (
     Lambda,
     Omega,
     Out,
+    Overwrite,
     PositionalTarget,
     SampleComplexities,
     Sigma,
@@ -91,7 +92,7 @@ def scan(
             "(0: the scan's rule)."
         ),
     ] = 32,
-    overwrite: Annotated[bool, typer.Option(help="Discard a previous scan in OUT with other settings.")] = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
 
@@ -160,7 +161,7 @@ def simulate(
     theory: Annotated[
         Path | None, typer.Option(help="A scan's output directory; default: scan the simulated alphas into OUT/theory.")
     ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Discard previous simulations in OUT with other settings.")] = False,
+    overwrite: Overwrite = False,
 ) -> None:
     """Train the attention model at finite d from informed initialisations and compare with the theory.
 
@@ -212,12 +213,14 @@ def finite_size(
     ] = 5000,
     tolerance: Tolerance = 1e-6,
     n_test: TestSamples = 10_000,
+    overwrite: Overwrite = False,
 ) -> None:
     """Gap between finite-d simulations (L-BFGS, informed inits) and the theory as d grows, with power-law fits.
 
     Writes OUT/finite_size_runs.csv (one row per run), OUT/finite_size.csv (d, init, quantity,
     sim_mean, sim_se, theory, gap), OUT/finite_size_fit.csv (init, quantity, rate, rate_se, C),
-    OUT/finite_size.png and .pdf, and OUT/run.json (settings, seeds, versions, timings).
+    OUT/finite_size.png and .pdf, and OUT/run.json (settings, seeds, versions, timings). Runs are
+    saved as each block finishes; rerunning the same command resumes.
     """
     from attnphase.experiments.finite_size import finite_size as run
 
@@ -232,6 +235,7 @@ def finite_size(
             tolerance=tolerance,
             n_test=n_test,
             out=out,
+            overwrite=overwrite,
             progress=None,
         )
     typer.echo(f"{result.summary()}; files in {out}/")
@@ -252,12 +256,14 @@ def uninformed(
     lr: Annotated[float, typer.Option(help="Adam learning rate, in (0, 1].")] = 0.01,
     max_steps: Annotated[int, typer.Option(help="Adam steps per run, an integer in [1, 1000000].")] = 2500,
     n_test: TestSamples = 10_000,
+    overwrite: Overwrite = False,
 ) -> None:
     """Train from an uninformed start with Adam and count the runs ending in each of the theory's minima.
 
     Writes OUT/uninformed.csv (one row per run, with its basin: positional, semantic or neither),
     OUT/uninformed_fractions.csv (alpha, basin, fraction, count), OUT/uninformed.png and .pdf, and
-    OUT/run.json (settings, seeds, the theory's overlaps, versions, timings).
+    OUT/run.json (settings, seeds, the theory's overlaps, versions, timings). Runs are saved as each
+    alpha finishes; rerunning the same command resumes.
     """
     from attnphase.experiments.uninformed import uninformed as run
 
@@ -272,6 +278,7 @@ def uninformed(
             max_steps=max_steps,
             n_test=n_test,
             out=out,
+            overwrite=overwrite,
             progress=None,
         )
     typer.echo(f"{result.summary()}; files in {out}/")
@@ -299,6 +306,7 @@ def histogram(
         float, typer.Option(help="Standard deviation of the noise added at unfreezing, in [0, 1].")
     ] = 1e-3,
     threads: Annotated[int, typer.Option(help="Torch CPU threads, >= 1.")] = 1,
+    overwrite: Overwrite = False,
 ) -> None:
     """Train the positional and the semantic solution of the histogram task, frozen then unfrozen.
 
@@ -324,6 +332,7 @@ def histogram(
             noise=noise,
             threads=threads,
             out=out,
+            overwrite=overwrite,
             progress=None,
         )
     typer.echo(result.table.to_string(index=False, float_format=lambda value: f"{value:.4g}"))

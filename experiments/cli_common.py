@@ -32,6 +32,11 @@ Out = Annotated[
     ),
 ]
 
+Overwrite = Annotated[
+    bool,
+    typer.Option(help="Discard a previous run in OUT with other settings or unreadable files, then start afresh."),
+]
+
 # the paper's model, as options shared by every command (ranges: attnphase.replica.declaration)
 Omega = Annotated[float, typer.Option(help=f"Positionality of the target, {OMEGA}.")]
 Sigma = Annotated[float, typer.Option(help=f"Token standard deviation, {SIGMA}.")]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,8 +28,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.parsing import parse_alphas, parse_dims
-from attnphase.experiments.simulation import SimulationSettings, simulate
+from attnphase.experiments.simulation import SimulationSettings, simulate_to
 from attnphase.experiments.simulation_figures import INIT_STYLE
+from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver
@@ -55,14 +57,6 @@ def theory_values(solver: SaddlePointSolver, alpha: float) -> dict[str, dict[str
             "theta": point["theta"],
         }
     return values
-
-
-def finite_size_runs(
-    base: SimulationSettings, dims: Sequence[int], progress: Callable[[pd.DataFrame], None] | None = None
-) -> pd.DataFrame:
-    """One row per run (``simulate`` columns) for every ``d`` in ``dims``, informed inits, same seeds at every d."""
-    frames = [simulate(replace(base, d=int(d)), progress=progress) for d in dims]
-    return pd.concat(frames, ignore_index=True)
 
 
 def gap_table(runs: pd.DataFrame, theory: dict[str, dict[str, float]]) -> pd.DataFrame:
@@ -179,6 +173,7 @@ class FiniteSizeResult(StudyResult):
     provenance: dict[str, str] = field(default_factory=versions)
 
     figure_name = "finite_size"
+    table_names = ("finite_size_runs", "finite_size", "finite_size_fit")
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -187,7 +182,8 @@ class FiniteSizeResult(StudyResult):
     @property
     def record(self) -> dict[str, object]:
         return {
-            "settings": {**self.settings.as_dict(), "dims": self.dims},
+            **finite_size_identity(self.settings, self.dims),
+            "status": "complete",
             "seeds": self.settings.seed_list,
             "theory": self.theory,
             "seconds": round(self.seconds, 2),
@@ -214,6 +210,7 @@ def finite_size(
     tolerance: float = 1e-6,
     n_test: int = 10_000,
     out: str | Path | None = None,
+    overwrite: bool = False,
     progress: bool | None = True,
 ) -> FiniteSizeResult:
     """Gap between finite-d simulations and the theory as ``d`` grows, with power-law fits (paper App. E.1).
@@ -221,7 +218,11 @@ def finite_size(
     At fixed ``alpha``, both informed initialisations are trained with L-BFGS at every ``d`` in
     ``dims`` (``seeds`` runs each, up to ``max_steps`` iterations, gradient norm ``tolerance``, test
     error on ``n_test`` samples) and set against their branch's values at ``alpha``; the gap is fitted
-    by ``C d^-rate`` (module docstring). With ``out`` the result is saved there.
+    by ``C d^-rate`` (module docstring). With ``out``, the directory is held for the whole call
+    (another run into it is refused at once), runs are written to ``finite_size_runs.csv`` block by
+    block, a rerun with the same settings (compared by value) resumes from them, and the result is
+    saved there; other settings or unreadable files are refused unless ``overwrite``, which first
+    removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     """
     grid = parse_dims(dims)
     (alpha,) = parse_alphas([alpha], name="alpha")
@@ -236,15 +237,28 @@ def finite_size(
         tolerance=tolerance,
         n_test=n_test,
     )
-    for d in grid:
-        replace(base, d=d).validate()
+    every = [replace(base, d=d).validate() for d in grid]
     directory = output_directory(out) if out is not None else None
-    started = time.perf_counter()
-    theory = theory_values(make_solver(model), float(alpha))
-    with progress_bar(len(grid) * len(BRANCH_OF_INIT), "finite size", "block", progress) as bar:
-        runs = finite_size_runs(base, grid, progress=lambda _block: bar.update(1))
-    gaps = gap_table(runs, theory)
-    result = FiniteSizeResult(base, grid, theory, runs, gaps, fit_table(gaps), time.perf_counter() - started)
-    if directory is not None:
-        result.save(directory)
+    with exclusive(directory) if directory is not None else nullcontext():
+        started = time.perf_counter()
+        theory = theory_values(make_solver(model), float(alpha))
+        with progress_bar(len(grid) * len(BRANCH_OF_INIT), "finite size", "block", progress) as bar:
+            runs = simulate_to(
+                directory,
+                every,
+                overwrite,
+                progress=lambda _block: bar.update(1),
+                outputs=FiniteSizeResult.outputs(),
+                table="finite_size_runs.csv",
+                identity=finite_size_identity(base, grid),
+            )
+        gaps = gap_table(runs, theory)
+        result = FiniteSizeResult(base, grid, theory, runs, gaps, fit_table(gaps), time.perf_counter() - started)
+        if directory is not None:
+            result.save(directory)
     return result
+
+
+def finite_size_identity(base: SimulationSettings, dims: Sequence[int]) -> dict[str, object]:
+    """What makes two finite-size studies the same computation (compared by value when resuming)."""
+    return {"settings": {**base.as_dict(), "dims": [int(d) for d in dims]}}

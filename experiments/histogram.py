@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from matplotlib.figure import Figure
 from torch import nn
 from torch.nn import functional
 
+from attnphase.experiments.storage import exclusive, start_run
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import Interval
 from attnphase.saddle.validation import check
@@ -297,6 +299,7 @@ class HistogramResult(StudyResult):
     provenance: dict[str, str] = field(default_factory=versions)
 
     figure_name = "attention"
+    table_names = ("histogram",)
     figure_dpi = 200
 
     @property
@@ -308,6 +311,7 @@ class HistogramResult(StudyResult):
         return {
             "command": "histogram",
             "settings": settings_dict(self.settings),
+            "status": "complete",
             "seed": self.settings.seed,
             "threads": self.threads,
             "versions": self.provenance,
@@ -428,6 +432,7 @@ def histogram(
     noise: float = 1e-3,
     threads: int = 1,
     out: str | Path | None = None,
+    overwrite: bool = False,
     progress: bool | None = True,
 ) -> HistogramResult:
     """The positional and the semantic solution of the histogram task, frozen then unfrozen
@@ -436,7 +441,10 @@ def histogram(
     ``epochs`` of frozen Adam training (initial rate ``adam_lr``, cosine decay) on ``n_train``
     sequences, then ``sgd_epochs`` of unfrozen SGD (``sgd_lr``) after Gaussian noise of standard
     deviation ``noise``; minibatches of ``batch_size``; ``threads`` torch CPU threads; every random
-    draw from ``seed``. With ``out`` the result is saved there.
+    draw from ``seed``. With ``out``, the directory is held for the whole call (another run into it is
+    refused at once) and the result is saved there, each file atomically; a directory holding a run
+    with other settings is refused unless ``overwrite``, which first removes every file of that run.
+    (The training is one piece: an interrupted run starts again from the beginning.)
     """
     check(threads, "threads", THREADS)
     settings = HistogramSettings(
@@ -451,13 +459,17 @@ def histogram(
         noise=noise,
     ).validate()
     directory = output_directory(out) if out is not None else None
-    torch.set_num_threads(threads)
-    started = time.perf_counter()
-    with progress_bar(settings.total_epochs, "histogram", "epoch", progress) as bar:
-        trained = run_histogram(settings, progress=bar.update)
-    result = replace(trained, seconds=time.perf_counter() - started, threads=threads)
-    if directory is not None:
-        result.save(directory)
+    with exclusive(directory) if directory is not None else nullcontext():
+        if directory is not None:
+            identity = {"settings": settings_dict(settings)}
+            start_run(directory, identity, HistogramResult.outputs(), overwrite, load=lambda: None)
+        torch.set_num_threads(threads)
+        started = time.perf_counter()
+        with progress_bar(settings.total_epochs, "histogram", "epoch", progress) as bar:
+            trained = run_histogram(settings, progress=bar.update)
+        result = replace(trained, seconds=time.perf_counter() - started, threads=threads)
+        if directory is not None:
+            result.save(directory)
     return result
 
 

@@ -83,6 +83,7 @@ class ScanResult(StudyResult):
     provenance: dict[str, str] = field(default_factory=versions)
 
     figure_name = "scan"
+    table_names = ("branches", "thresholds")
 
     @property
     def points(self) -> list[FixedPoint]:
@@ -186,8 +187,6 @@ def _identity(model: AttentionModel, options: dict[str, object]) -> dict[str, ob
     return {"model": model.record(), "options": options}
 
 
-#: What a scan writes into its output directory besides ``run.json``.
-SCAN_OUTPUTS = ("branches.csv", "thresholds.csv", f"{ScanResult.figure_name}.png", f"{ScanResult.figure_name}.pdf")
 #: Relative agreement asked of a resumed point's stored conjugates, energy and test error with those
 #: observed again at its order parameters (smooth in them; the table keeps 12 significant digits).
 RECOMPUTED_TOLERANCE = 1e-7
@@ -275,7 +274,7 @@ def _resume(
     def load() -> PointLog:
         return _trusted(solver, PointLog.resume(table, compiled.names, compiled.conjugate_names))
 
-    log = start_run(directory, _identity(model, options), SCAN_OUTPUTS, overwrite, load)
+    log = start_run(directory, _identity(model, options), ScanResult.outputs(), overwrite, load)
     return log if log is not None else PointLog(table)
 
 

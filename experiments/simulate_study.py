@@ -53,6 +53,7 @@ class SimulationResult(StudyResult):
     provenance: dict[str, str] = field(default_factory=versions)
 
     figure_name = "simulate"
+    table_names = ("simulations",)
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -112,7 +113,7 @@ def _theory_tables(theory: ScanResult | str | Path) -> tuple[pd.DataFrame, pd.Se
 def _outputs(directory: Path, theory: ScanResult | str | Path | None) -> tuple[str, ...]:
     """What a simulation writes into ``directory`` besides ``run.json``: its table, its figure and
     the theory's scan (unless the theory is read from that very place)."""
-    names = ("simulations.csv", f"{SimulationResult.figure_name}.png", f"{SimulationResult.figure_name}.pdf")
+    names = SimulationResult.outputs()
     own = directory / THEORY_DIRECTORY
     given = isinstance(theory, str | Path) and Path(theory).resolve() == own.resolve()
     return names if given else (*names, THEORY_DIRECTORY)

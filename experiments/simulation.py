@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -480,62 +480,87 @@ def simulate(
 
 def simulate_to(
     out: Path | None,
-    settings: SimulationSettings,
+    settings: SimulationSettings | Sequence[SimulationSettings],
     overwrite: bool = False,
     progress: Callable[[pd.DataFrame], None] | None = None,
     outputs: Sequence[str] = ("simulations.csv",),
+    table: str = "simulations.csv",
+    identity: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
-    """``simulate`` writing ``out/simulations.csv`` after each block; resumable (``out`` ``None``:
-    nothing is written).
+    """``simulate`` for every settings in ``settings`` (one, or several differing e.g. in ``d``),
+    writing ``out/<table>`` after each block; resumable (``out`` ``None``: nothing is written).
 
     ``out`` is held for the whole call (:func:`~attnphase.experiments.storage.exclusive`: another
     run into it is refused at once) and the settings are kept in ``out/run.json``
-    (:func:`~attnphase.experiments.storage.start_run`). A rerun with the same settings, compared by
-    value, skips the blocks whose every seed is in the table (the rows of an incomplete block are
-    computed again); other settings raise ``FileExistsError`` naming what differs, and a table or
-    ``run.json`` that cannot be read back :class:`~attnphase.experiments.storage.CorruptResultsError`,
-    unless ``overwrite``, which first removes ``outputs`` (every file of the run besides ``run.json``)
-    and then ``run.json``.
+    (:func:`~attnphase.experiments.storage.start_run`; ``identity``, by default ``{"settings": ...}``
+    of ``settings``, is what a rerun must match). A rerun with the same settings, compared by
+    value, skips the blocks (``d``, alpha, init) whose every seed is in the table (the rows of an
+    incomplete block are computed again); other settings raise ``FileExistsError`` naming what
+    differs, and a table or ``run.json`` that cannot be read back
+    :class:`~attnphase.experiments.storage.CorruptResultsError`, unless ``overwrite``, which first
+    removes ``outputs`` (every file of the run besides ``run.json``, ``table`` among them) and then
+    ``run.json``.
     """
-    settings.validate()
+    several = not isinstance(settings, SimulationSettings)
+    every = tuple(settings) if several else (settings,)
+    for one in every:
+        one.validate()
     if out is None:
-        return simulate(settings, progress=progress)
+        frames = [simulate(one, progress=progress) for one in every]
+        return pd.concat(frames, ignore_index=True)
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
-    table = directory / "simulations.csv"
+    path = directory / table
     texts = ("init", "optimiser")
     numbers = tuple(c for c in COLUMNS if c not in (*texts, "converged"))
 
     def load() -> pd.DataFrame:
-        if not table.exists():
+        if not path.exists():
             return pd.DataFrame(columns=list(COLUMNS))
-        runs = read_table(table, numbers, ("converged",), texts)
-        if runs[["alpha", "seed"]].isna().to_numpy().any():
-            raise CorruptResultsError(table, "a run lacks its alpha or its seed")
-        return runs
+        runs = read_table(path, numbers, ("converged",), texts)
+        if runs[["d", "alpha", "seed"]].isna().to_numpy().any():
+            raise CorruptResultsError(path, "a run lacks its d, its alpha or its seed")
+        return runs[list(COLUMNS)]
 
-    def block(alpha: float, init: str) -> tuple[float, str]:
-        return round(float(alpha), 10), init
+    def block(d: float, alpha: float, init: str) -> tuple[int, float, str]:
+        return int(d), round(float(alpha), 10), init
 
+    if identity is None:
+        identity = {"settings": [one.as_dict() for one in every] if several else every[0].as_dict()}
     with exclusive(directory):
-        frame = start_run(directory, {"settings": settings.as_dict()}, outputs, overwrite, load)
+        frame = start_run(directory, identity, outputs, overwrite, load)
         frame = pd.DataFrame(columns=list(COLUMNS)) if frame is None else frame
-        seeds: dict[tuple[float, str], set[int]] = {}
-        for alpha, init, seed in zip(frame["alpha"], frame["init"], frame["seed"], strict=True):
-            seeds.setdefault(block(alpha, init), set()).add(int(seed))
-        done = {key for key, found in seeds.items() if found >= set(settings.seed_list)}
-        frame = frame[[block(a, i) in done for a, i in zip(frame["alpha"], frame["init"], strict=True)]]
-        frame = frame.reset_index(drop=True)
+        seeds: dict[tuple[int, float, str], set[int]] = {}
+        for d, alpha, init, seed in zip(frame["d"], frame["alpha"], frame["init"], frame["seed"], strict=True):
+            seeds.setdefault(block(d, alpha, init), set()).add(int(seed))
+        wanted = {one.d: set(one.seed_list) for one in every}
+        done = {key for key, found in seeds.items() if key[0] in wanted and found >= wanted[key[0]]}
+        keys = zip(frame["d"], frame["alpha"], frame["init"], strict=True)
+        frame = frame[[block(*key) in done for key in keys]].reset_index(drop=True)
 
         def save(rows: pd.DataFrame) -> None:
             nonlocal frame
             frame = rows if frame.empty else pd.concat([frame, rows], ignore_index=True)
-            write_table(table, frame)
+            write_table(path, frame)
             if progress is not None:
                 progress(rows)
 
-        simulate(settings, progress=save, skip=lambda alpha, init: block(alpha, init) in done)
+        for one in every:
+            simulate(one, progress=save, skip=lambda alpha, init, d=one.d: block(d, alpha, init) in done)
+        schedule = {block(one.d, a, i): k for k, (one, a, i) in enumerate(_blocks(every))}
+        keys = zip(frame["d"], frame["alpha"], frame["init"], strict=True)
+        rank = [schedule.get(block(*key), len(schedule)) for key in keys]
+        ordered = frame.assign(_rank=rank).sort_values(["_rank", "seed"], kind="stable").drop(columns="_rank")
+        moved = not ordered.index.equals(frame.index)
+        frame = ordered.reset_index(drop=True)  # as an uninterrupted run orders it, however it was resumed
+        if moved:
+            write_table(path, frame)
     return frame
+
+
+def _blocks(every: Sequence[SimulationSettings]) -> list[tuple[SimulationSettings, float, str]]:
+    """The blocks of ``every`` settings in the order :func:`simulate` trains them."""
+    return [(one, float(a), init) for one in every for a in one.alphas for init in one.inits]
 
 
 # ---------------------------------------------------------------- basins

@@ -2,10 +2,10 @@
 
 What is guaranteed:
 
-* Every file is written to a temporary file in the same directory, flushed to disk and renamed over
-  the target (``os.replace`` is atomic on POSIX), so an interrupted or killed run never leaves a
-  truncated table: the points computed so far survive and a rerun resumes from them. Files get the
-  permissions :func:`open` would give them (``0o666`` less the umask).
+* Every file (tables, ``run.json``, figures) is written to a temporary file in the same directory,
+  flushed to disk and renamed over the target (``os.replace`` is atomic on POSIX), so an interrupted
+  or killed run never leaves a truncated file: the points computed so far survive and a rerun
+  resumes from them. Files get the permissions :func:`open` would give them (``0o666`` less the umask).
 * Reading back is strict: a table or ``run.json`` that is empty, cut off, without its header, or
   holding something that is not a number where a number belongs raises
   :class:`CorruptResultsError` (a ``ValueError``) naming the file and what is wrong.
@@ -29,7 +29,7 @@ import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import pandas as pd
 from filelock import FileLock, Timeout
@@ -61,24 +61,32 @@ class DirectoryInUseError(RuntimeError):
 # ---------------------------------------------------------------- writing
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed over it (never a truncated file).
+@contextmanager
+def atomic_file(path: Path, binary: bool = False) -> Iterator[IO]:
+    """A handle on a temporary file that is renamed over ``path`` when the block ends without an
+    error (never a truncated file), and removed otherwise.
 
     The temporary file ``.<name>.<random>.tmp`` is created with mode ``0o666`` less the umask, as
-    :func:`open` creates files, flushed to disk before the rename, and removed if anything fails.
+    :func:`open` creates files, and flushed to disk before the rename.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`atomic_file`)."""
+    with atomic_file(path) as handle:
+        handle.write(text)
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, object]] | pd.DataFrame) -> pd.DataFrame:

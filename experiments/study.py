@@ -20,12 +20,13 @@ from collections.abc import Mapping
 from importlib import metadata
 from os import PathLike
 from pathlib import Path
+from typing import ClassVar
 
 import pandas as pd
 from matplotlib.figure import Figure
 from tqdm import TqdmWarning, tqdm
 
-from attnphase.experiments.storage import write_json, write_table
+from attnphase.experiments.storage import atomic_file, write_json, write_table
 from attnphase.replica.declaration import InputTypeError
 
 logger = logging.getLogger("attnphase")
@@ -99,8 +100,16 @@ class StudyResult(ABC):
     :meth:`plot`.
     """
 
-    figure_name: str = "figure"
-    figure_dpi: int = 150
+    figure_name: ClassVar[str] = "figure"
+    figure_dpi: ClassVar[int] = 150
+    #: The stems of :attr:`tables`, known before the study runs (to find or remove its files).
+    table_names: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def outputs(cls) -> tuple[str, ...]:
+        """The names of the files :meth:`save` writes besides ``run.json``."""
+        figures = tuple(f"{cls.figure_name}.{suffix}" for suffix in FIGURE_FORMATS)
+        return (*(f"{stem}.csv" for stem in cls.table_names), *figures)
 
     @property
     @abstractmethod
@@ -121,7 +130,11 @@ class StudyResult(ABC):
         ``out`` (created if needed; each file written atomically). Returns the paths written."""
         directory = output_directory(out)
         paths = []
-        for stem, table in self.tables.items():
+        tables = self.tables
+        if set(tables) != set(self.table_names):
+            name = type(self).__name__
+            raise AssertionError(f"{name}.table_names {self.table_names} are not its tables {tuple(tables)}")
+        for stem, table in tables.items():
             path = directory / f"{stem}.csv"
             write_table(path, table)
             paths.append(path)
@@ -132,12 +145,15 @@ class StudyResult(ABC):
         return paths
 
 
+FIGURE_FORMATS = ("png", "pdf")
+
+
 def save_figure(fig: Figure, out_stem: Path, dpi: int = 150) -> list[Path]:
-    """Write ``fig`` as ``out_stem.png`` and ``out_stem.pdf`` (creating the directory)."""
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".pdf")]
+    """Write ``fig`` as ``out_stem.png`` and ``out_stem.pdf``, each atomically (creating the directory)."""
+    paths = [out_stem.with_suffix(f".{suffix}") for suffix in FIGURE_FORMATS]
     for path in paths:
-        fig.savefig(path, dpi=dpi)
+        with atomic_file(path, binary=True) as handle:
+            fig.savefig(handle, format=path.suffix[1:], dpi=dpi)
     return paths
 
 

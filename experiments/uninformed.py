@@ -12,7 +12,8 @@ one, with a considerable share of runs in neither.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import BRANCH_STYLE
 from attnphase.experiments.parsing import parse_alphas
-from attnphase.experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate
+from attnphase.experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate_to
+from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.continuation import trace_branch
@@ -43,13 +45,6 @@ def theory_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.Da
     NaN where a branch has ended)."""
     rows = [p.row() for branch in (POSITIONAL, SEMANTIC) for p in trace_branch(solver, branch, alphas).points]
     return branch_overlaps(pd.DataFrame(rows), alphas)
-
-
-def uninformed_runs(
-    settings: SimulationSettings, overlaps: pd.DataFrame, progress: Callable[[pd.DataFrame], None] | None = None
-) -> pd.DataFrame:
-    """One row per run (``simulate`` columns and ``basin``) from the random initialisation."""
-    return classify_basin(simulate(settings, progress=progress), overlaps)
 
 
 def basin_fractions(runs: pd.DataFrame) -> pd.DataFrame:
@@ -98,6 +93,7 @@ class UninformedResult(StudyResult):
     provenance: dict[str, str] = field(default_factory=versions)
 
     figure_name = "uninformed"
+    table_names = ("uninformed", "uninformed_fractions")
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -107,6 +103,7 @@ class UninformedResult(StudyResult):
     def record(self) -> dict[str, object]:
         return {
             "settings": self.settings.as_dict(),
+            "status": "complete",
             "seeds": self.settings.seed_list,
             "theory_overlaps": self.overlaps.to_dict("records"),
             "seconds": round(self.seconds, 2),
@@ -136,13 +133,18 @@ def uninformed(
     max_steps: int = 2500,
     n_test: int = 10_000,
     out: str | Path | None = None,
+    overwrite: bool = False,
     progress: bool | None = True,
 ) -> UninformedResult:
     """Train from ``Q = 0.1 N(0, I)`` with Adam and count the runs ending in each of the theory's
     minima (paper App. E.4; the basin rule of :func:`attnphase.experiments.simulation.classify_basin`).
 
     ``seeds`` runs per alpha of ``alphas`` at dimension ``d``, Adam with learning rate ``lr`` for
-    ``max_steps`` steps, test error on ``n_test`` samples. With ``out`` the result is saved there.
+    ``max_steps`` steps, test error on ``n_test`` samples. With ``out``, the directory is held for the
+    whole call (another run into it is refused at once), runs are written to ``uninformed.csv`` alpha
+    by alpha, a rerun with the same settings (compared by value) resumes from them, and the result is
+    saved there; other settings or unreadable files are refused unless ``overwrite``, which first
+    removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     """
     settings = SimulationSettings.of_model(
         model,
@@ -156,11 +158,20 @@ def uninformed(
         n_test=n_test,
     ).validate()
     directory = output_directory(out) if out is not None else None
-    started = time.perf_counter()
-    overlaps = theory_overlaps(make_solver(model), settings.alphas)
-    with progress_bar(len(settings.alphas), "uninformed", "alpha", progress) as bar:
-        runs = uninformed_runs(settings, overlaps, progress=lambda _block: bar.update(1))
-    result = UninformedResult(settings, overlaps, runs, basin_fractions(runs), time.perf_counter() - started)
-    if directory is not None:
-        result.save(directory)
+    with exclusive(directory) if directory is not None else nullcontext():
+        started = time.perf_counter()
+        overlaps = theory_overlaps(make_solver(model), settings.alphas)
+        with progress_bar(len(settings.alphas), "uninformed", "alpha", progress) as bar:
+            trained = simulate_to(
+                directory,
+                settings,
+                overwrite,
+                progress=lambda _block: bar.update(1),
+                outputs=UninformedResult.outputs(),
+                table="uninformed.csv",
+            )
+        runs = classify_basin(trained, overlaps)
+        result = UninformedResult(settings, overlaps, runs, basin_fractions(runs), time.perf_counter() - started)
+        if directory is not None:
+            result.save(directory)
     return result

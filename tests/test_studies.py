@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 
 import numpy as np
 import pandas as pd
@@ -199,3 +200,116 @@ def test_bad_input_is_one_line(tmp_path, command, option, value, message):
     assert message in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+# ---------------------------------------------------------------- every study holds, resumes or refuses its directory
+
+
+class _Killed(Exception):
+    """Stands for a kill part-way through a study."""
+
+
+def _killed_after(blocks: int, monkeypatch) -> None:
+    """Make the simulator fail after ``blocks`` more blocks (as a kill would stop it)."""
+    from attnphase.experiments import simulation
+
+    real, calls = simulation.simulate_block, {"n": 0}
+
+    def block(*args, **kwargs):
+        if calls["n"] == blocks:
+            raise _Killed
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(simulation, "simulate_block", block)
+
+
+FINITE_SIZE = {"alpha": 1.5, "dims": "8,12", "seeds": 2, "max_steps": 30, "n_test": 50, "progress": False}
+
+
+def test_a_killed_finite_size_study_resumes_and_ends_as_an_uninterrupted_one(tmp_path, paper_solver, monkeypatch):
+    from attnphase import paper_model
+    from attnphase.experiments.finite_size import finite_size
+
+    monkeypatch.setattr("attnphase.experiments.finite_size.make_solver", lambda _model: paper_solver)
+    whole = finite_size(paper_model(), out=tmp_path / "whole", **FINITE_SIZE)
+    with monkeypatch.context() as patched:
+        _killed_after(3, patched)  # of 2 dims x 2 inits
+        with pytest.raises(_Killed):
+            finite_size(paper_model(), out=tmp_path / "killed", **FINITE_SIZE)
+    kept = pd.read_csv(tmp_path / "killed" / "finite_size_runs.csv")
+    assert len(kept) == 3 * 2 and json.loads((tmp_path / "killed" / "run.json").read_text())["status"] == "running"
+    with monkeypatch.context() as patched:
+        _killed_after(1, patched)  # the rerun trains the one missing block only
+        resumed = finite_size(paper_model(), out=tmp_path / "killed", **FINITE_SIZE)
+    for name in ("finite_size_runs.csv", "finite_size.csv", "finite_size_fit.csv"):  # all but the wall-clock times
+        tables = [pd.read_csv(tmp_path / run / name) for run in ("killed", "whole")]
+        tables = [table.drop(columns="seconds", errors="ignore") for table in tables]
+        pd.testing.assert_frame_equal(*tables)
+    pd.testing.assert_frame_equal(resumed.gaps, whole.gaps)
+    assert json.loads((tmp_path / "killed" / "run.json").read_text())["status"] == "complete"
+
+
+def test_an_uninformed_study_refuses_other_settings_and_a_held_directory(tmp_path, paper_solver, monkeypatch):
+    from attnphase import paper_model
+    from attnphase.experiments.storage import DirectoryInUseError, exclusive
+    from attnphase.experiments.uninformed import uninformed
+
+    monkeypatch.setattr("attnphase.experiments.uninformed.make_solver", lambda _model: paper_solver)
+    tiny = {"d": 8, "alphas": "1.0", "seeds": 2, "max_steps": 20, "n_test": 50, "progress": False}
+    first = uninformed(paper_model(), out=tmp_path, **tiny)
+    _killed_after(0, monkeypatch)  # a rerun of the same settings trains nothing
+    again = uninformed(paper_model(), out=tmp_path, **tiny)
+    pd.testing.assert_frame_equal(again.runs, first.runs, check_dtype=False)
+    with pytest.raises(FileExistsError, match=r"settings.lr differs: 0.02 here, 0.01 in"):
+        uninformed(paper_model(), out=tmp_path, **{**tiny, "lr": 0.02})
+    assert (tmp_path / "uninformed.png").exists()  # refused: nothing removed
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with exclusive(tmp_path):
+            held.set()
+            release.wait()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait()
+    try:
+        with pytest.raises(DirectoryInUseError):
+            uninformed(paper_model(), out=tmp_path, **tiny)
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_a_histogram_run_refuses_other_settings_before_training(tmp_path, monkeypatch):
+    from attnphase.experiments import histogram as module
+
+    previous = module.settings_dict(module.HistogramSettings(seed=1))
+    (tmp_path / "run.json").write_text(json.dumps({"settings": previous, "status": "complete"}))
+    (tmp_path / "histogram.csv").write_text("solution\npositional\n")
+    monkeypatch.setattr(module, "run_histogram", lambda *_a, **_k: pytest.fail("trained before refusing"))
+    with pytest.raises(FileExistsError, match=r"settings.seed differs: 0 here, 1 in .*--overwrite"):
+        module.histogram(seed=0, out=tmp_path, progress=False)
+    assert (tmp_path / "histogram.csv").exists()
+
+
+def test_figures_are_written_atomically(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from attnphase.experiments.study import save_figure
+
+    figure = Figure()
+    figure.subplots().plot([0, 1])
+    save_figure(figure, tmp_path / "plot")
+    before = (tmp_path / "plot.png").read_bytes()
+
+    def interrupted(self, handle, **_kwargs):
+        handle.write(b"\x89PNG half a figure")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_figure(figure, tmp_path / "plot")
+    assert (tmp_path / "plot.png").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot.pdf", "plot.png"]
