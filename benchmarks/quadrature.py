@@ -33,9 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
+from attnphase.baseline.linear import linear_baseline
 from attnphase.replica.declaration import paper_model
+from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.branches import branches_of
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, STANDARD_BRANCHES, SolverSettings
+from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver, run_scan
 
@@ -51,6 +54,7 @@ RULES = [
     ScrambledSobol(17, 1),
     ScrambledSobol(18, 2),
 ]
+POSITIONAL, SEMANTIC = (make_solver(paper_model()).branch(name) for name in ("positional", "semantic"))
 POINTS = [(POSITIONAL, 1.25), (POSITIONAL, 2.0), (SEMANTIC, 1.25), (SEMANTIC, 2.0)]
 THRESHOLD_ALPHAS = np.round(np.arange(1.1, 1.62, 0.08), 10)
 REFERENCE_FILE = Path(__file__).parent / "results" / "quadrature_reference.json"
@@ -104,7 +108,8 @@ def main() -> None:
             row[f"{key}_V"] = point["V"]
             row[f"{key}_test_error"] = point.test_error
             row[f"{key}_converged"] = point.converged
-        scan = run_scan(model, THRESHOLD_ALPHAS, SolverSettings(quadrature=rule, threshold_quadrature=None))
+        settings = SolverSettings(quadrature=rule, threshold_quadrature=None)
+        scan = run_scan(model, THRESHOLD_ALPHAS, linear_baseline(solver.compiled.system).test_error, settings)
         row["alpha_c"] = scan.alpha_c.value
         row["alpha_l"] = scan.alpha_l.value
         row["seconds"] = round(time.perf_counter() - started, 1)
@@ -172,7 +177,9 @@ def correction_along_branches(seed: int = 1) -> list[dict[str, object]]:
     default = make_solver(model, SolverSettings())
     sobol = make_solver(model, SolverSettings(quadrature=ScrambledSobol(18, seed)))
     rows = []
-    for branch in STANDARD_BRANCHES:
+    for branch in branches_of(derive(model)):
+        if branch.name not in ALONG:
+            continue
         for point in trace_branch(default, branch, ALONG[branch.name]).converged():
             independent = -sobol.free_entropy(point.values, point.conjugates, point.alpha)
             plain = point.train_loss - point.line_correction

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from attnphase.baseline.linear import linear_baseline
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.compiled import compile_system
-from attnphase.saddle.fixed_point import SEMANTIC, SolverSettings
+from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.scan import make_solver, run_scan
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
@@ -53,12 +54,14 @@ def main() -> None:
     _, results["compile_seconds"] = timed(lambda: compile_system(system))
     solver = make_solver(model, settings)
     _, results["jit_warmup_seconds"] = timed(lambda: solver.evaluate(solver.generic_guess(), 1.0))
-    anchor, results["anchor_semantic_alpha2_seconds"] = timed(lambda: solver.anchor(2.0, SEMANTIC))
-    point, seconds = timed(lambda: solver.solve(2.1, SEMANTIC, initial=anchor.values)[0])
+    semantic = solver.branch("semantic")
+    anchor, results["anchor_semantic_alpha2_seconds"] = timed(lambda: solver.anchor(2.0, semantic))
+    point, seconds = timed(lambda: solver.solve(2.1, semantic, initial=anchor.values)[0])
     results["fixed_point_seconds"] = seconds
     results["fixed_point_evaluations"] = point.iterations
     _, results["evaluation_seconds"] = timed(lambda: solver.evaluate(point.values, 2.1, thorough=False))
-    scan, seconds = timed(lambda: run_scan(model, DEFAULT_ALPHAS, settings))
+    reference_error = linear_baseline(solver.compiled.system).test_error
+    scan, seconds = timed(lambda: run_scan(model, DEFAULT_ALPHAS, reference_error, settings))
     results["scan_seconds"] = seconds
     results["scan_points"] = len(scan.points())
     results["scan_target_seconds"] = TARGET_SCAN_SECONDS

@@ -33,10 +33,11 @@ from attnphase.experiments.simulation_figures import INIT_STYLE
 from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver
+from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
 
-BRANCH_OF_INIT = {"positional": POSITIONAL, "semantic": SEMANTIC}
+#: The informed initialisations, each named as the branch it starts on (THEORY.md sec. 6).
+INFORMED_INITS = ("positional", "semantic")
 QUANTITIES = {"positional": ("train_loss", "test_error", "m"), "semantic": ("train_loss", "test_error", "theta")}
 LABELS = {"train_loss": r"$\epsilon_t$", "test_error": r"$\epsilon_g$", "overlap": r"$|m|$ or $\theta$"}
 GAP_COLUMNS = ("d", "init", "quantity", "sim_mean", "sim_se", "runs", "theory", "gap")
@@ -46,10 +47,11 @@ FIT_COLUMNS = ("init", "quantity", "rate", "rate_se", "C", "points")
 def theory_values(solver: SaddlePointSolver, alpha: float) -> dict[str, dict[str, float]]:
     """Per initialisation, the ``d -> infinity`` values of its quantities on its branch (``|m|`` for ``m``)."""
     values = {}
-    for init, branch in BRANCH_OF_INIT.items():
-        point = solver.anchor(alpha, branch)
-        if not point.converged:
-            raise ValueError(f"the {branch.name} branch did not converge at alpha = {alpha:g}")
+    for init in INFORMED_INITS:
+        point = solver.anchor(alpha, solver.branch(init))
+        if not point.converged or point.branch != init:
+            found = f"found the {point.branch} branch" if point.converged else f"did not converge ({point.status})"
+            raise ValueError(f"the {init} branch has no fixed point at alpha = {alpha:g}: the search {found}")
         values[init] = {
             "train_loss": point.train_loss,
             "test_error": point.test_error,
@@ -231,7 +233,7 @@ def finite_size(
         d=grid[0],
         alphas=(float(alpha),),
         seeds=seeds,
-        inits=tuple(BRANCH_OF_INIT),
+        inits=tuple(INFORMED_INITS),
         optimiser="lbfgs",
         max_steps=max_steps,
         tolerance=tolerance,
@@ -242,7 +244,7 @@ def finite_size(
     with exclusive(directory) if directory is not None else nullcontext():
         started = time.perf_counter()
         theory = theory_values(make_solver(model), float(alpha))
-        with progress_bar(len(grid) * len(BRANCH_OF_INIT), "finite size", "block", progress) as bar:
+        with progress_bar(len(grid) * len(INFORMED_INITS), "finite size", "block", progress) as bar:
             runs = simulate_to(
                 directory,
                 every,

@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.baseline.linear import LinearBaseline, linear_baseline
 from attnphase.experiments.figures import scan_figure
 from attnphase.experiments.parsing import parse_alphas
 from attnphase.experiments.storage import PointLog, exclusive, start_run
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.fixed_point import (
-    STANDARD_BRANCHES,
     FixedPoint,
     ProxSettings,
     SaddlePointSolver,
@@ -79,11 +79,12 @@ class ScanResult(StudyResult):
     alphas: np.ndarray
     options: dict[str, object]
     solution: ScanSolution
+    baseline: LinearBaseline
     seconds: float
     provenance: dict[str, str] = field(default_factory=versions)
 
     figure_name = "scan"
-    table_names = ("branches", "thresholds")
+    table_names = ("branches", "thresholds", "transitions")
 
     @property
     def points(self) -> list[FixedPoint]:
@@ -129,7 +130,7 @@ class ScanResult(StudyResult):
         row.update(
             alpha_c=s.alpha_c.value,
             alpha_l=s.alpha_l.value,
-            baseline_test_error=s.baseline.test_error,
+            baseline_test_error=self.baseline.test_error,
             alpha_c_note=s.alpha_c.note,
             alpha_l_note=s.alpha_l.note,
             quadrature=self.points[0].quadrature if self.points else "",
@@ -137,20 +138,26 @@ class ScanResult(StudyResult):
         return pd.DataFrame([row])
 
     @property
+    def transitions(self) -> pd.DataFrame:
+        """Every change of the global minimum's branch between neighbouring alphas of the grid
+        (``below``, ``above``, ``before``, ``after``: the branches at the lower and the upper alpha)."""
+        rows = [vars(t) for t in self.solution.transitions]
+        return pd.DataFrame(rows, columns=["below", "above", "before", "after"])
+
+    @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {"branches": self.branches, "thresholds": self.thresholds}
+        return {"branches": self.branches, "thresholds": self.thresholds, "transitions": self.transitions}
 
     @property
     def record(self) -> dict[str, object]:
-        ends = {
-            name: {"ended_below": t.ended_below, "ended_above": t.ended_above}
-            for name, t in self.solution.traces.items()
-        }
+        ends = {name: [end.record() for end in t.ends] for name, t in self.solution.traces.items()}
+        anchors = {name: [vars(a) for a in t.anchors] for name, t in self.solution.traces.items()}
         return {
             **_identity(self.model, self.options),
             "status": "complete",
             "seconds": round(self.seconds, 2),
             "branch_ends": ends,
+            "anchors": anchors,
             "missing": self.missing.to_dict("records"),
             "versions": self.provenance,
             "seeds": {"prox": self.options["seed"], "quadrature": self.options["seed"]},
@@ -169,10 +176,13 @@ class ScanResult(StudyResult):
         lines = [
             f"alpha_c = {s.alpha_c.value:.6f}  ({s.alpha_c.note})",
             f"alpha_l = {s.alpha_l.value:.6f}  ({s.alpha_l.note})",
-            f"linear baseline test error = {s.baseline.test_error:.6g}",
+            f"linear baseline test error = {self.baseline.test_error:.6g}",
             f"{len(points) - len(failed)} converged fixed points, {len(failed)} flagged"
             + (f" (branch ends: {', '.join(f'{p.branch} at alpha={p.alpha:g}' for p in failed)})" if failed else ""),
         ]
+        if len(self.transitions):
+            changes = [f"{t.before} -> {t.after} in ({t.below:g}, {t.above:g})" for t in self.transitions.itertuples()]
+            lines.append("global minimum changes: " + ", ".join(changes))
         missing = self.missing
         if len(missing):
             counts = missing.groupby("branch").size()
@@ -183,8 +193,9 @@ class ScanResult(StudyResult):
 
 
 def _identity(model: AttentionModel, options: dict[str, object]) -> dict[str, object]:
-    """What makes two scans the same computation (compared by value when resuming)."""
-    return {"model": model.record(), "options": options}
+    """What makes two scans the same computation (compared by value when resuming): the declaration,
+    the options and the version of the package that computes it."""
+    return {"model": model.record(), "options": options, "package": {"attnphase": versions()["attnphase"]}}
 
 
 #: Relative agreement asked of a resumed point's stored conjugates, energy and test error with those
@@ -204,9 +215,9 @@ def verify_point(solver: SaddlePointSolver, point: FixedPoint) -> str | None:
     ``test_error`` must agree with the recomputed ones, its ``train_loss - line_correction`` with the
     recomputed energy (the energy identity) and its ``free_entropy`` with ``-train_loss``.
     """
-    by_name = {b.name: b for b in STANDARD_BRANCHES}
+    by_name = {b.name: b for b in solver.branches}
     if point.branch not in by_name:
-        return f"{point.branch!r} is not a branch of a scan"
+        return f"{point.branch!r} is not a branch of this model"
     settings = solver.settings
     if (point.quadrature, point.conjugate_form) != (settings.quadrature.label, settings.conjugate_form):
         return f"it was computed with {point.quadrature} and the {point.conjugate_form} form"
@@ -215,6 +226,8 @@ def verify_point(solver: SaddlePointSolver, point: FixedPoint) -> str | None:
     fresh = solver.observe(point.values, point.alpha, by_name[point.branch])
     if not fresh.converged:
         return f"it fails the checks there ({fresh.status})"
+    if fresh.branch != point.branch:
+        return f"its overlaps make it a point of the {fresh.branch} branch"
     checks = (  # (what is stored, its value, what it must equal, that value, relative tolerance)
         ("conjugates", point.conjugates, "those recomputed there", fresh.conjugates, RECOMPUTED_TOLERANCE),
         ("energy", point.energy, "the one recomputed there", fresh.energy, RECOMPUTED_TOLERANCE),
@@ -291,8 +304,9 @@ def scan(
     overwrite: bool = False,
     progress: bool | None = True,
 ) -> ScanResult:
-    """Trace the positional, semantic and agnostic branches of ``model`` over ``alphas`` and find
-    alpha_c and alpha_l (THEORY.md sec. 4-7).
+    """Find and trace every branch of ``model`` over ``alphas`` (for the paper's declaration:
+    positional, semantic, agnostic and mixed), the changes of global minimum, alpha_c and alpha_l
+    (THEORY.md sec. 4-7).
 
     ``alphas``: a sequence of sample complexities or, as on the command line, ``start:stop:step``
     (stop included) or ``a,b,c``. ``quadrature``/``order``: ``gauss-hermite`` with ``order`` points
@@ -321,13 +335,15 @@ def scan(
     }
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():
+        solver = make_solver(model, settings)
         log = None
         if directory is not None:
-            log = _resume(directory, model, options, make_solver(model, settings), overwrite)
+            log = _resume(directory, model, options, solver, overwrite)
             if log.points:
                 logger.info("resuming from %d points in %s", len(log.points), log.path)
         started = time.perf_counter()
-        with progress_bar(len(grid) * len(STANDARD_BRANCHES), "fixed points", "pt", progress) as bar:
+        baseline = linear_baseline(solver.compiled.system)
+        with progress_bar(len(grid) * len(solver.branches), "fixed points", "pt", progress) as bar:
             known = log.points if log is not None else []
             requested = set(grid.tolist())
             bar.update(sum(1 for p in known if p.converged and p.alpha in requested))
@@ -337,8 +353,8 @@ def scan(
                     log.add(point)
                 bar.update(1)
 
-            solution = run_scan(model, grid, settings, known=known, on_point=on_point)
-        result = ScanResult(model, grid, options, solution, time.perf_counter() - started)
+            solution = run_scan(model, grid, baseline.test_error, settings, known=known, on_point=on_point)
+        result = ScanResult(model, grid, options, solution, baseline, time.perf_counter() - started)
         logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
         if directory is not None:
             result.save(directory)
@@ -348,19 +364,20 @@ def scan(
 def fixed_point(
     model: AttentionModel,
     alpha: float,
-    branch: str = "semantic",
+    branch: str | None = None,
     *,
     quadrature: str = "gauss-hermite",
     order: int = 20,
     seed: int = 0,
     conjugate_form: str = "score",
 ) -> FixedPoint:
-    """One fixed point of the saddle-point equations of ``model`` at ``alpha`` on ``branch``
-    (``positional``, ``semantic`` or ``agnostic``: the overlap families it holds at zero,
-    THEORY.md sec. 6), found without a prior solution (:meth:`SaddlePointSolver.anchor`); the
-    rule and form options are those of :func:`scan`. Its ``row()`` is one row of a scan's table."""
-    by_name = {b.name: b for b in STANDARD_BRANCHES}
-    if branch not in by_name:
-        raise ValueError(f"branch must be one of {', '.join(by_name)}; got {branch!r}")
+    """One fixed point of the saddle-point equations of ``model`` at ``alpha``, searched on ``branch``
+    (for the paper's declaration ``positional``, ``semantic``, ``agnostic`` or ``mixed``: the overlap
+    families it holds at zero, THEORY.md sec. 6; default: the second of the declaration's
+    ``labels.critical``), found without a prior solution (:meth:`SaddlePointSolver.anchor`); the
+    rule and form options are those of :func:`scan`. The point is labelled by what it converged to
+    (its ``branch``), which may be a more symmetric branch than the one searched. Its ``row()`` is one
+    row of a scan's table."""
     settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order=0)
-    return make_solver(model, settings).anchor(float(alpha), by_name[branch])
+    solver = make_solver(model, settings)
+    return solver.anchor(float(alpha), solver.branch(model.labels.critical[1] if branch is None else branch))

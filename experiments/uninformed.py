@@ -28,7 +28,7 @@ from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SaddlePointSolver
+from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
 
 BASIN_COLOR = {
@@ -43,7 +43,8 @@ def theory_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.Da
     """The positional and semantic branches continued over ``alphas`` (:func:`saddle.continuation.trace_branch`),
     reduced to the overlaps the classifier needs (columns of :func:`experiments.simulation.branch_overlaps`;
     NaN where a branch has ended)."""
-    rows = [p.row() for branch in (POSITIONAL, SEMANTIC) for p in trace_branch(solver, branch, alphas).points]
+    branches = [solver.branch(name) for name in ("positional", "semantic")]
+    rows = [p.row() for branch in branches for p in trace_branch(solver, branch, alphas).points]
     return branch_overlaps(pd.DataFrame(rows), alphas)
 
 

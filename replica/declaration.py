@@ -371,11 +371,78 @@ class Ridge:
         return sp.Rational(1, 2) * (inverse * second_moment).trace()
 
 
+# --------------------------------------------------------------------------- naming fixed points
+
+#: The overlap families a fixed point can hold at zero (THEORY.md sec. 6): ``m`` (the student's
+#: overlap with the positional encodings) flips sign under ``Q -> -Q``, ``theta`` (its overlap with
+#: the teacher) under ``Q* -> -Q*``; ``q`` and ``V`` do not vanish.
+OVERLAP_FAMILIES = ("m", "theta")
+
+
+@dataclass(frozen=True)
+class BranchLabels:
+    """What a declaration's overlap families mean, and so how its fixed points are named (THEORY.md sec. 6).
+
+    A fixed point is labelled by which overlap families are non-zero at it: ``none`` if none is,
+    the family's meaning (``meanings``: pairs family, label) if exactly one is, ``several`` if more
+    are. ``critical``: the change of global minimum, from the first label to the second, whose alpha
+    is reported as ``alpha_c``. The defaults are the paper's names: ``m`` positional, ``theta``
+    semantic, ``agnostic`` and ``mixed``, and alpha_c from positional to semantic.
+    """
+
+    meanings: tuple[tuple[str, str], ...] = (("m", "positional"), ("theta", "semantic"))
+    none: str = "agnostic"
+    several: str = "mixed"
+    critical: tuple[str, str] = ("positional", "semantic")
+
+    def __post_init__(self) -> None:
+        try:
+            meanings = tuple((str(family), str(label)) for family, label in self.meanings)
+        except (TypeError, ValueError):
+            raise InputTypeError(f"meanings must be pairs (family, label); got {shown(self.meanings)}") from None
+        _set(self, "meanings", meanings)
+        families = [family for family, _ in meanings]
+        require(
+            set(families) <= set(OVERLAP_FAMILIES) and len(set(families)) == len(families),
+            "meanings",
+            f"one pair per overlap family among {', '.join(OVERLAP_FAMILIES)}",
+            meanings,
+        )
+        labels = [label for _, label in meanings] + [self.none, self.several]
+        for label in labels:
+            named = isinstance(label, str) and label.strip() != "" and "," not in label
+            require(named, "labels", "non-empty names without commas", label)
+        require(len(set(labels)) == len(labels), "labels", "distinct names", tuple(labels))
+        critical = tuple(self.critical)
+        require(
+            len(critical) == 2 and set(critical) <= set(labels) and critical[0] != critical[1],
+            "critical",
+            f"two distinct labels among {', '.join(labels)}",
+            critical,
+        )
+        _set(self, "critical", critical)
+
+    def label(self, nonzero: Iterable[str]) -> str:
+        """The label of a fixed point at which exactly the overlap families ``nonzero`` do not vanish."""
+        present = set(nonzero)
+        if not present:
+            return self.none
+        if len(present) > 1:
+            return self.several
+        (family,) = present
+        return dict(self.meanings).get(family, f"{family} non-zero")
+
+    def labels(self) -> tuple[str, ...]:
+        """Every label, the most symmetric (``none``) first and ``several`` last."""
+        return (self.none, *(label for _, label in self.meanings), self.several)
+
+
 @dataclass(frozen=True)
 class AttentionModel:
     """The whole declaration: tokens, positions, teacher, student, loss, regulariser.
 
-    ``rank`` is the student rank r, ``teacher_rank`` the teacher rank t. Weights are tied
+    ``rank`` is the student rank r, ``teacher_rank`` the teacher rank t; ``labels`` names the
+    fixed points by their non-zero overlap families (:class:`BranchLabels`). Weights are tied
     (the field of token l is ``h_l = (x_l + p_l)^T Q / sqrt(d)``); the loss is the square
     loss of THEORY.md sec. 1 with ``Sigma_tilde = diag(tr Sigma_l / d)``.
     """
@@ -387,6 +454,7 @@ class AttentionModel:
     regulariser: Ridge
     rank: int = 1
     teacher_rank: int = 1
+    labels: BranchLabels = field(default_factory=BranchLabels)
 
     def __post_init__(self) -> None:
         for name, kind in (("tokens", GaussianTokens), ("positions", PositionalEncodings)):
@@ -396,6 +464,8 @@ class AttentionModel:
             part = getattr(self, name)
             if not all(callable(getattr(part, method, None)) for method in ("validate", "constants")):
                 raise InputTypeError(f"{name} must be a declaration with validate() and constants(); got {part!r}")
+        if not isinstance(self.labels, BranchLabels):
+            raise InputTypeError(f"labels must be a BranchLabels; got {shown(self.labels)}")
         _set(self, "rank", RANK.check(self.rank, "rank"))
         _set(self, "teacher_rank", RANK.check(self.teacher_rank, "teacher_rank"))
         self.validate()
@@ -437,11 +507,14 @@ class AttentionModel:
         return _record(self)
 
     def structure(self) -> tuple:
-        """What the symbolic derivation depends on (values of the constants excluded)."""
+        """What the symbolic derivation depends on (values of the constants excluded): every
+        component's class and non-numeric fields, nested (:func:`_form`), and the numbers that are
+        structural (L, r, t, which tokens share a covariance, the positional coefficients and atoms)."""
         return (
-            type(self.teacher).__name__,
-            type(self.student).__name__,
-            type(self.regulariser).__name__,
+            _form(self.teacher),
+            _form(self.student),
+            _form(self.regulariser),
+            _form(self.tokens),
             self.length,
             self.rank,
             self.teacher_rank,
@@ -450,6 +523,20 @@ class AttentionModel:
             self.positions.coefficients,
             self.positions.atoms,
         )
+
+
+def _form(value: object) -> object:
+    """``value`` with every number replaced by its kind: the shape of a declaration component (its
+    class, nested components and the lengths of its tuples), what a derivation is keyed on."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__module__, type(value).__qualname__) + tuple(
+            (f.name, _form(getattr(value, f.name))) for f in fields(value)
+        )
+    if isinstance(value, tuple | list):
+        return tuple(_form(v) for v in value)
+    if isinstance(value, numbers.Number):
+        return "number"
+    return value
 
 
 def _record(value: object) -> object:

@@ -20,12 +20,13 @@ simplify or turn into LaTeX (:meth:`ReplicaSystem.latex`, :mod:`attnphase.replic
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 import sympy as sp
 
-from attnphase.replica.declaration import AttentionModel
+from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel
 from attnphase.replica.latex import EquationsDocument, build_document
 from attnphase.replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
 
@@ -88,6 +89,17 @@ class ReplicaSystem:
     def entries(self) -> tuple[OrderParameter, ...]:
         """The independent scalar entries of the reduced order parameters, with their conjugates."""
         return self.parameters.entries
+
+    @property
+    def overlap_families(self) -> tuple[str, ...]:
+        """The families of order parameters that vanish on an invariant subspace of the equations
+        (THEORY.md sec. 6), among :data:`~attnphase.replica.declaration.OVERLAP_FAMILIES`."""
+        return tuple(f for f in OVERLAP_FAMILIES if self.parameters.of_family(f))
+
+    def label(self, nonzero: Iterable[str]) -> str:
+        """The declaration's name of a fixed point at which exactly the overlap families ``nonzero``
+        do not vanish (:class:`~attnphase.replica.declaration.BranchLabels`)."""
+        return self.model.labels.label(f for f in nonzero if f in self.overlap_families)
 
     def equations(self) -> list[sp.Eq]:
         """All saddle-point equations as ``sympy.Eq`` objects (conjugates first)."""

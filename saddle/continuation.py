@@ -1,63 +1,109 @@
-"""Continuation of fixed-point branches in alpha (THEORY.md sec. 4, 6).
+"""Branches over alpha: discovery from several anchors and continuation (THEORY.md sec. 4, 6).
 
-A branch is started at an anchor alpha (:meth:`SaddlePointSolver.anchor`) and followed to
-the other alphas in both directions. Each step predicts the next point by quadratic
-extrapolation of the last three and corrects it with the quasi-Newton solver, reusing the
-previous Jacobian. A failed step is retried from the last point with a fresh Jacobian, then
-halved (up to ``max_halvings`` times). If that fails too, the branch *ends* there and the
-failed point is kept with ``converged = False``; if instead the solution converges with the
-branch's defining overlaps vanishing, the branch has merged into a more symmetric one (e.g.
-the semantic branch into the agnostic one at a pitchfork), and ends there too. Either way
-the end is recorded in the :class:`BranchTrace`.
+A branch (an invariant subspace, :mod:`saddle.branches`) is searched for at several anchor alphas
+(:meth:`SaddlePointSolver.anchor`): first the largest, the smallest and the middle alpha of the grid,
+then the middle of every stretch of the grid that no piece of the branch covers yet, up to
+``max_anchors`` anchors in all. Every anchor that lands on the branch (converged, and labelled with
+the branch's name) is continued both ways until it meets a stretch already covered (the pieces join)
+or the branch ends; so a branch that exists on only part of the range is found on that part,
+wherever it lies.
+
+Each continuation step predicts the next point by quadratic extrapolation of the last three and
+corrects it with the quasi-Newton solver, reusing the previous Jacobian. A failed step is retried
+from the last point with a fresh Jacobian, then halved (up to ``max_halvings`` times). A branch
+*ends* where this fails, and every end is recorded (:class:`BranchEnd`) with its kind: ``merged``
+when the step converged onto a point whose defining overlaps vanish (a more symmetric branch, as
+at a pitchfork; that point is not kept on this branch, whose label it does not carry), ``failed``
+when it did not converge (the flagged point is kept, with the checks it failed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from attnphase.saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
+from attnphase.saddle.branches import Branch
+from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 
 PointCallback = Callable[[FixedPoint], None]
 MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step
+#: Anchors tried per branch by default: both ends and the middle of the grid (one more in a gap
+#: where the middle is covered).
+MAX_ANCHORS = 3
+MERGED, FAILED = "merged", "failed"
+
+
+@dataclass(frozen=True)
+class BranchEnd:
+    """Where a piece of a branch could not be continued: its last point is at ``alpha``; the step
+    towards ``at`` (below ``alpha`` if ``direction`` is -1, above if +1) ``merged`` into the branch
+    named in ``detail`` or ``failed`` with the checks named in ``detail``."""
+
+    alpha: float
+    direction: int
+    kind: str
+    at: float
+    detail: str
+
+    def describe(self, branch: str) -> str:
+        """One sentence: where and why the branch ended."""
+        side = "below" if self.direction < 0 else "above"
+        if self.kind == MERGED:
+            how = f"it merges into the {self.detail} branch at alpha = {self.at:g}"
+        else:
+            how = f"at alpha = {self.at:g}: {self.detail}"
+        return f"the {branch} branch could not be continued {side} alpha = {self.alpha:g} ({how})"
+
+    def record(self) -> dict[str, object]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """An anchor search at ``alpha`` and what it found: ``found`` is the label of the point it
+    converged to, or ``None`` if it did not converge (``status`` then says why)."""
+
+    alpha: float
+    found: str | None
+    status: str
+
+    def describe(self) -> str:
+        """``at alpha = a`` and what was found there."""
+        found = f"the {self.found} branch" if self.found else f"no fixed point ({self.status})"
+        return f"at alpha = {self.alpha:g} {found}"
 
 
 @dataclass(frozen=True)
 class BranchTrace:
-    """The points of one branch over alpha, and where the branch could not be continued."""
+    """The points of one branch over alpha, where its pieces ended, and the anchors tried."""
 
     branch: str
     points: tuple[FixedPoint, ...]
-    ended_below: float | None  # the branch could not be continued below this alpha
-    ended_above: float | None  # ... nor above this one
+    ends: tuple[BranchEnd, ...] = ()
+    anchors: tuple[Anchor, ...] = ()
 
     def converged(self) -> tuple[FixedPoint, ...]:
         """The points of the trace that converged."""
         return tuple(p for p in self.points if p.converged)
 
     def missing(self, alphas: Iterable[float]) -> dict[float, str]:
-        """Why the branch has no point at each of ``alphas`` that it has no point at: it could not
-        be continued past the alpha where it ended, with the checks the point there failed."""
+        """Why the branch has no point at each of ``alphas`` that it has no point at: the nearest end
+        of a piece beyond which the alpha lies, or what the anchors found if no piece reaches it."""
         have = {p.alpha for p in self.points}
-        flagged = [p for p in self.points if not p.converged]
         reasons = {}
         for alpha in sorted({float(a) for a in alphas} - have):
-            if self.ended_below is not None and alpha < self.ended_below:
-                side, edge = "below", self.ended_below
-                ends = [p for p in flagged if p.alpha <= edge]
-            elif self.ended_above is not None and alpha > self.ended_above:
-                side, edge = "above", self.ended_above
-                ends = [p for p in flagged if p.alpha >= edge]
+            beyond = [e for e in self.ends if e.direction * (alpha - e.alpha) > 0]
+            if beyond:
+                end = min(beyond, key=lambda e: abs(alpha - e.alpha))
+                reasons[alpha] = end.describe(self.branch)
+            elif self.anchors:
+                found = "; ".join(a.describe() for a in self.anchors)
+                reasons[alpha] = f"the {self.branch} branch was not found (anchor searches found {found})"
             else:
                 reasons[alpha] = "not computed"
-                continue
-            reason = f"the {self.branch} branch could not be continued {side} alpha = {edge:g}"
-            if ends:
-                end = min(ends, key=lambda p: abs(p.alpha - alpha))
-                reason += f" (at alpha = {end.alpha:g}: {end.status})"
-            reasons[alpha] = reason
         return reasons
 
 
@@ -69,21 +115,25 @@ def _sweep(
     known: dict[float, FixedPoint],
     on_point: PointCallback,
     max_halvings: int,
-) -> tuple[list[FixedPoint], float | None]:
+) -> tuple[list[FixedPoint], BranchEnd | None]:
+    """Continue ``start`` through ``targets`` (in order); the points found and where the piece ended."""
     history = [start]
     jacobian: np.ndarray | None = None
     found: list[FixedPoint] = []
     for target in targets:
-        if target in known and known[target].converged:
+        if target in known:
             history.append(known[target])
             jacobian = None
             continue
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
-        if not point.converged:  # reported, so that non-convergence is never silent
-            found.append(point)
-            on_point(point)
         if not solver.on_branch(point, branch):
-            return found, history[-1].alpha
+            direction = 1 if target > start.alpha else -1
+            if point.converged:
+                return found, BranchEnd(history[-1].alpha, direction, MERGED, point.alpha, point.branch)
+            if point.branch == branch.name:  # kept, flagged: non-convergence is never silent
+                found.append(point)
+                on_point(point)
+            return found, BranchEnd(history[-1].alpha, direction, FAILED, point.alpha, point.status)
         found.append(point)
         on_point(point)
         history.append(point)
@@ -107,7 +157,7 @@ def _step(solver, branch, history, target, jacobian, max_halvings):
     if solver.on_branch(point, branch):
         return point, jac
     point, jac = solver.solve(target, branch, initial=last.values)
-    if solver.on_branch(point, branch) or point.solved or max_halvings == 0:
+    if solver.on_branch(point, branch) or point.converged or max_halvings == 0:
         return point, jac  # a fixed point off the branch from both starts: it has merged
     middle = 0.5 * (last.alpha + target)
     mid_point, mid_jac = _step(solver, branch, history, middle, None, max_halvings - 1)
@@ -129,35 +179,82 @@ def _predict(history: Sequence[FixedPoint], target: float) -> np.ndarray:
     return prediction
 
 
+def anchor_alphas(grid: Sequence[float], covered: Iterable[float], tried: Iterable[float]) -> list[float]:
+    """Where to anchor next: the largest, smallest and middle alpha of ``grid`` at first, then the
+    middle of every maximal stretch of the grid neither ``covered`` nor ``tried``, longest first."""
+    taken = set(covered) | set(tried)
+    if not set(tried):
+        return list(dict.fromkeys([grid[-1], grid[0], grid[len(grid) // 2]]))
+    stretches, current = [], []
+    for alpha in grid:
+        if alpha in taken:
+            if current:
+                stretches.append(current)
+            current = []
+        else:
+            current.append(alpha)
+    if current:
+        stretches.append(current)
+    return [s[len(s) // 2] for s in sorted(stretches, key=len, reverse=True)]
+
+
 def trace_branch(
     solver: SaddlePointSolver,
     branch: Branch,
     alphas: Iterable[float],
-    anchor_alpha: float | None = None,
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
     max_halvings: int = 2,
+    max_anchors: int = MAX_ANCHORS,
 ) -> BranchTrace:
-    """All points of ``branch`` at ``alphas``, continued from ``anchor_alpha`` (default: the
-    largest alpha). ``known`` points (e.g. from an interrupted run) are reused, not
-    recomputed; ``on_point`` is called with every newly computed point."""
+    """Every point of ``branch`` at ``alphas`` that anchors at up to ``max_anchors`` alphas and their
+    continuations find (module docstring). ``known`` converged points of the branch (e.g. from an
+    interrupted run) are reused, not recomputed; ``on_point`` is called with every newly computed
+    point of the trace."""
     grid = sorted({float(a) for a in alphas})
-    anchor_alpha = grid[-1] if anchor_alpha is None else float(anchor_alpha)
-    known_map = {p.alpha: p for p in known if p.branch == branch.name}
+    known_map = {p.alpha: p for p in known if p.branch == branch.name and p.converged and p.alpha in grid}
     notify = on_point or (lambda _p: None)
-    if anchor_alpha in known_map and known_map[anchor_alpha].converged:
-        anchor = known_map[anchor_alpha]
-        new_points: list[FixedPoint] = []
-    else:
-        anchor = solver.anchor(anchor_alpha, branch)
-        notify(anchor)
-        new_points = [anchor]
-    if not solver.on_branch(anchor, branch):
-        return BranchTrace(branch.name, tuple(new_points), anchor_alpha, anchor_alpha)
-    below = [a for a in grid if a < anchor_alpha][::-1]
-    above = [a for a in grid if a > anchor_alpha]
-    down, ended_below = _sweep(solver, branch, anchor, below, known_map, notify, max_halvings)
-    up, ended_above = _sweep(solver, branch, anchor, above, known_map, notify, max_halvings)
-    reused = [p for a, p in known_map.items() if a in grid]
-    points = {p.alpha: p for p in [*reused, *new_points, *down, *up]}
-    return BranchTrace(branch.name, tuple(points[a] for a in sorted(points)), ended_below, ended_above)
+    covered: dict[float, FixedPoint] = {}
+    points: dict[float, FixedPoint] = {}
+    ends: list[BranchEnd] = []
+    anchors: list[Anchor] = []
+    tried: list[float] = []
+    queue = anchor_alphas(grid, covered, tried)
+    while len(tried) < max_anchors:
+        queue = [a for a in queue if a not in covered and a not in tried] or anchor_alphas(grid, covered, tried)
+        if not queue:
+            break
+        alpha = queue.pop(0)
+        tried.append(alpha)
+        if alpha in known_map:
+            anchor = known_map[alpha]
+        else:
+            anchor = solver.anchor(alpha, branch)
+        anchors.append(Anchor(alpha, anchor.branch if anchor.converged else None, anchor.status))
+        if not solver.on_branch(anchor, branch):
+            if not anchor.converged and anchor.branch == branch.name:  # kept, flagged: never silent
+                points[alpha] = anchor
+                notify(anchor)
+            continue
+        if alpha not in known_map:
+            notify(anchor)
+        covered[alpha] = points[alpha] = anchor
+        for direction in (-1, 1):
+            targets = []
+            for target in grid[::direction]:
+                if direction * (target - alpha) <= 0:
+                    continue
+                if target in covered:  # another piece is there: the two join
+                    break
+                targets.append(target)
+            found, end = _sweep(solver, branch, anchor, targets, known_map, notify, max_halvings)
+            for point in found:
+                points[point.alpha] = point
+                if point.converged:
+                    covered[point.alpha] = point
+            for target in targets:
+                if target in known_map and (end is None or direction * (target - end.alpha) <= 0):
+                    covered[target] = points[target] = known_map[target]
+            if end is not None:
+                ends.append(end)
+    return BranchTrace(branch.name, tuple(points[a] for a in sorted(points)), tuple(ends), tuple(anchors))

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 import scipy.optimize
 
+from attnphase.saddle.branches import Branch, branches_of
 from attnphase.saddle.compiled import CompiledSystem
 from attnphase.saddle.line_correction import LineCorrection
 from attnphase.saddle.quadrature import GaussHermite, QuadratureRule, ScrambledSobol
@@ -36,30 +37,14 @@ from attnphase.saddle.validation import (
     check_type,
 )
 
-
-@dataclass(frozen=True)
-class Branch:
-    """A family of fixed points: the overlap families held at zero (an invariant subspace
-    of the equations, by the symmetries ``Q -> -Q`` and ``Q* -> -Q*``), and the seed
-    strengths of the others, as fractions of their Cauchy-Schwarz bounds, tried in turn to
-    find a first point (:meth:`SaddlePointSolver.anchor`)."""
-
-    name: str
-    zero: tuple[str, ...] = ()
-    seeds: tuple[float, ...] = (0.9, 0.6, 0.3)
-
-
 #: The status of a point every check holds for; otherwise the status lists the failed checks.
 CONVERGED = "converged"
 STATUS_SEPARATOR = "; "
 #: A node's prox has converged when the gradient of the envelope there is below this.
 PROX_GRADIENT_TOLERANCE = 1e-7
 
-POSITIONAL = Branch("positional", zero=("theta",))
-SEMANTIC = Branch("semantic", zero=("m",))
-AGNOSTIC = Branch("agnostic", zero=("m", "theta"))
-STANDARD_BRANCHES = (POSITIONAL, SEMANTIC, AGNOSTIC)
-SYMMETRIC = Branch("symmetric", zero=("m", "theta"))
+#: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
+NEGLIGIBLE_OVERLAP = 1e-3
 
 
 @dataclass(frozen=True)
@@ -102,6 +87,7 @@ class SolverSettings:
     threshold_quadrature: GaussHermite | None = GaussHermite(32)
     energy_tolerance: float = 1e-6
     prox_tolerance: float = 1e-6
+    kink_tolerance: float = 0.05
 
     def __post_init__(self) -> None:
         rules, rule = (GaussHermite, ScrambledSobol), "a GaussHermite or ScrambledSobol rule"
@@ -123,7 +109,7 @@ class FixedPoint:
     """A solution of the saddle-point equations and its observables (THEORY.md sec. 5)."""
 
     alpha: float
-    branch: str
+    branch: str  # the declaration's label of the overlap families that do not vanish here
     names: tuple[str, ...]
     conjugate_names: tuple[str, ...]
     values: np.ndarray
@@ -145,16 +131,10 @@ class FixedPoint:
     @property
     def failed_checks(self) -> tuple[str, ...]:
         """The names of the checks that failed (``residual``, ``finite``, ``domain``, ``energy``,
-        ``prox``, ``label``; empty when converged)."""
+        ``kink``, ``prox``; empty when converged)."""
         if self.status == CONVERGED:
             return ()
         return tuple(part.split(":", 1)[0].strip() for part in self.status.split(STATUS_SEPARATOR))
-
-    @property
-    def solved(self) -> bool:
-        """A fixed point of the equations, whatever its overlaps: every check holds but perhaps the
-        label's (a point whose defining overlaps vanish has merged into a more symmetric branch)."""
-        return set(self.failed_checks) <= {"label"}
 
     def __getitem__(self, name: str) -> float:
         if name in self.names:
@@ -238,6 +218,9 @@ class SaddlePointSolver:
         rng = np.random.default_rng(self.settings.prox.seed)
         directions = rng.standard_normal((self.settings.prox.extra_directions, compiled.prox_dimension))
         self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
+        branches = branches_of(compiled.system)
+        self.branches = branches  # every invariant subspace, the most symmetric first, the unconstrained last
+        self.most_symmetric, self.unconstrained = branches[0], branches[-1]
         self._symmetric: dict[float, FixedPoint] = {}
         self._coarse: SaddlePointSolver | None = None
         self._folds: dict[tuple[bool, ...], Fold | None] = {}
@@ -417,29 +400,37 @@ class SaddlePointSolver:
         """True for the order parameters ``branch`` does not hold at zero."""
         return np.array([f not in branch.zero for f in self.families])
 
+    def branch(self, name: str) -> Branch:
+        """The branch called ``name`` (``ValueError`` naming the choices otherwise)."""
+        for branch in self.branches:
+            if branch.name == name:
+                return branch
+        raise ValueError(f"branch must be one of {', '.join(b.name for b in self.branches)}; got {name!r}")
+
     def seeded_families(self, branch: Branch) -> tuple[str, ...]:
-        """The overlap families (``m``, ``theta``) that are free on ``branch``."""
-        return tuple(f for f in ("m", "theta") if f not in branch.zero)
+        """The overlap families that are free on ``branch``."""
+        return tuple(f for f in self.compiled.system.overlap_families if f not in branch.zero)
 
     def on_branch(self, point: FixedPoint, branch: Branch) -> bool:
-        """``point`` is a converged point of ``branch``: every check of :meth:`diagnose` holds,
-        its label's among them (the overlaps that define the branch are not negligible)."""
+        """``point`` is a converged point of ``branch``: every check of :meth:`diagnose` holds and
+        its label (what it converged to) is the branch's."""
         return point.converged and point.branch == branch.name
 
-    def label_violation(self, values: np.ndarray, branch: Branch) -> str | None:
-        """Why order parameters ``values`` do not belong to ``branch``, or ``None``: the overlap
-        families the branch leaves free must not all be negligible, i.e. below 1e-3 of their
-        Cauchy-Schwarz bound (a branch whose overlaps vanish has merged into the more symmetric
-        one, THEORY.md sec. 6)."""
-        families = self.seeded_families(branch)
-        if not families:
-            return None
-        bound = self.seeded(values, branch, 1.0)
-        mask = np.array([f in families for f in self.families]) & (bound != 0)
-        if np.any(np.abs(values[mask]) > 1e-3 * np.abs(bound[mask])):
-            return None
-        largest = float(np.max(np.abs(values[mask]), initial=0.0))
-        return f"the {'/'.join(families)} overlaps vanish (largest {largest:.1e}, below 1e-3 of their bound)"
+    def nonzero_families(self, values: np.ndarray) -> tuple[str, ...]:
+        """The overlap families of which some entry exceeds ``NEGLIGIBLE_OVERLAP`` of its
+        Cauchy-Schwarz bound at ``values`` (:meth:`seeded`)."""
+        bound = np.abs(self.seeded(values, self.unconstrained, 1.0))
+        found = []
+        for family in self.compiled.system.overlap_families:
+            mask = (np.array(self.families) == family) & (bound != 0)
+            if np.any(np.abs(values[mask]) > NEGLIGIBLE_OVERLAP * bound[mask]):
+                found.append(family)
+        return tuple(found)
+
+    def label_of(self, values: np.ndarray) -> str:
+        """The declaration's label of order parameters ``values``: by which overlap families do not
+        vanish there (:meth:`nonzero_families`, :class:`~attnphase.replica.declaration.BranchLabels`)."""
+        return self.compiled.system.label(self.nonzero_families(values))
 
     def domain_violations(self, values: np.ndarray) -> list[str]:
         """Order parameters outside their domain (THEORY.md sec. 2): per covariance class, ``q``
@@ -473,7 +464,7 @@ class SaddlePointSolver:
         """The fixed point with all overlaps zero (``m = theta = 0``) at ``alpha``, from the
         generic guess; cached, since every branch's anchor starts from it."""
         if alpha not in self._symmetric:
-            self._symmetric[alpha], _ = self.solve(alpha, SYMMETRIC, initial=self.generic_guess())
+            self._symmetric[alpha], _ = self.solve(alpha, self.most_symmetric, initial=self.generic_guess())
         return self._symmetric[alpha]
 
     def coarse(self) -> SaddlePointSolver | None:
@@ -490,22 +481,24 @@ class SaddlePointSolver:
     def anchor(self, alpha: float, branch: Branch) -> FixedPoint:
         """A first point on ``branch`` at ``alpha`` without any prior solution.
 
-        The point is first found on the coarse rule (:meth:`coarse`) and refined on this
-        one. A search tries informed starts in turn until one converges onto the branch:
-        the fully symmetric point (all overlaps zero, a fixed point of every branch's
+        The point is first searched on the coarse rule (:meth:`coarse`) and refined on this
+        one; if the coarse search finds no point of the branch, the point it found is refined and
+        returned (the search is not repeated on this rule), and if its refinement leaves the
+        branch, the search is repeated on this rule. A search tries informed starts in turn until
+        one converges onto the branch: the fully symmetric point (all overlaps zero, a fixed point of every branch's
         subspace) with the branch's overlaps seeded at each of ``branch.seeds`` times their
-        Cauchy-Schwarz bound, then the generic guess seeded the same way.
+        Cauchy-Schwarz bound, then the generic guess seeded the same way. If none lands on the
+        branch, the best point found is returned, labelled by what it converged to.
         """
         coarse = self.coarse()
         if coarse is not None:
             rough = coarse.anchor(alpha, branch)
-            if coarse.on_branch(rough, branch):
-                point, _ = self.solve(alpha, branch, initial=rough.values)
-                if self.on_branch(point, branch):
-                    return point
+            point, _ = self.solve(alpha, branch, initial=rough.values)
+            if self.on_branch(point, branch) or not coarse.on_branch(rough, branch):
+                return point  # the coarse search found no point of the branch: neither does this one
         parent = self.symmetric_point(alpha)
         if not self.seeded_families(branch):
-            return replace(parent, branch=branch.name)
+            return parent
         tried: list[FixedPoint] = []
         for base in (parent.values, self.generic_guess()):
             for strength in branch.seeds:
@@ -513,7 +506,7 @@ class SaddlePointSolver:
                 tried.append(point)
                 if self.on_branch(point, branch):
                     return point
-        return min(tried, key=lambda p: p.residual)
+        return min(tried, key=lambda p: (not p.converged, p.residual))  # labelled by what it converged to
 
     def solve(
         self,
@@ -535,7 +528,7 @@ class SaddlePointSolver:
             x, jacobian, used = self._find_root(alpha, free, start, jacobian, thorough)
             evaluations += used
             point = self.observe(x, alpha, branch, evaluations)
-            if point.solved or thorough:  # a merged point stays merged with more starts
+            if point.converged or thorough:
                 return point, jacobian
             start = x
         raise AssertionError("unreachable")
@@ -639,7 +632,6 @@ class SaddlePointSolver:
         self,
         params: np.ndarray,
         ev: Evaluation,
-        branch: Branch,
         residual: float,
         observables: dict[str, float],
     ) -> list[str]:
@@ -648,8 +640,11 @@ class SaddlePointSolver:
         observables; order parameters in their ``domain`` (:meth:`domain_violations`); the
         ``energy`` identity ``energy = eps_t - line_correction`` (THEORY.md sec. 5) to
         ``energy_tolerance`` relative; the ``prox`` converged at all nodes but a quadrature weight
-        of at most ``prox_tolerance``; the ``label`` agreeing with the overlaps
-        (:meth:`label_violation`)."""
+        of at most ``prox_tolerance``; the ``kink`` correction of eps_t (:mod:`saddle.line_correction`)
+        at most ``kink_tolerance`` of the energy (it refines the rule's eps_t by about 1e-3 relative,
+        docs/validation.md; a larger one means the correction itself has failed). A point needs no
+        check of its label: it is labelled by what it converged to (:meth:`label_of`).
+        """
         s = self.settings
         failed = []
         if not residual <= s.accept:
@@ -667,11 +662,11 @@ class SaddlePointSolver:
         gap = abs(observables["energy"] - expected)
         if np.isfinite(gap) and not gap <= s.energy_tolerance * abs(expected):
             failed.append(f"energy: energy - (eps_t - line_correction) = {gap:.1e}, relative {gap / abs(expected):.1e}")
+        kink, energy = observables["line_correction"], observables["energy"]
+        if not abs(kink) <= s.kink_tolerance * abs(energy):
+            failed.append(f"kink: line_correction = {kink:.2e} exceeds {s.kink_tolerance:g} of the energy {energy:.2e}")
         if not ev.prox_unconverged_weight <= s.prox_tolerance:
             failed.append(f"prox: {ev.prox_unconverged} nodes of weight {ev.prox_unconverged_weight:.1e} unconverged")
-        label = self.label_violation(params, branch)
-        if label is not None:
-            failed.append(f"label: {label}")
         return failed
 
     def observe(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int = 0) -> FixedPoint:
@@ -700,10 +695,10 @@ class SaddlePointSolver:
             "line_correction": alpha * kink,
             "test_error": float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0]),
         }
-        failed = self.diagnose(params, ev, branch, residual, observables)
+        failed = self.diagnose(params, ev, residual, observables)
         return FixedPoint(
             alpha=float(alpha),
-            branch=branch.name,
+            branch=self.label_of(params),
             names=self.names,
             conjugate_names=c.conjugate_names,
             values=params.copy(),

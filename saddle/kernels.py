@@ -123,11 +123,13 @@ def refine(z, node, params, consts, tol, maxit):  # pragma: no cover - compiled
 
 
 def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover - compiled
-    """``(z (K, N), M (N,), |grad M| (N,))``: the lowest of the refined ``starts (S, K, N)``."""
+    """``(z (K, N), M (N,), |grad M| (N,))``: the lowest of the refined ``starts (S, K, N)``; at a
+    node where no start gives a finite value, ``z`` is NaN, ``M`` infinite and the gradient infinite
+    (counted as an unconverged prox)."""
     n_starts, _, n = starts.shape
-    z_best = np.empty((K, n))
+    z_best = np.full((K, n), np.nan)
     v_best = np.empty(n)
-    g_best = np.empty(n)
+    g_best = np.full(n, np.inf)
     for i in numba.prange(n):
         node = nodes[:, i].copy()
         best = np.inf

@@ -1,8 +1,12 @@
-"""A whole scan: every branch over an alpha grid, the thresholds and the baseline.
+"""A whole scan: every branch over an alpha grid, the changes of global minimum and the thresholds.
 
-This is the numerical core of ``attnphase scan``; it writes nothing. Points are handed to
-``on_point`` as soon as they are computed (the command line writes them to disk
-incrementally), and ``known`` points from an interrupted run are reused.
+This is the numerical core of ``attnphase scan``; it writes nothing. Every invariant subspace of the
+declaration (:mod:`saddle.branches`) is searched and continued over the grid
+(:func:`saddle.continuation.trace_branch`); points are handed to ``on_point`` as soon as they are
+computed (the command line writes them to disk incrementally), and ``known`` points from an
+interrupted run are reused. ``alpha_c`` is the change of global minimum the declaration names
+(:class:`~attnphase.replica.declaration.BranchLabels`); ``alpha_l`` is measured against a reference
+test error the caller supplies (the linear baseline, THEORY.md sec. 7).
 """
 
 from __future__ import annotations
@@ -10,33 +14,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from attnphase.baseline.linear import LinearBaseline, linear_baseline
 from attnphase.replica.declaration import AttentionModel
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.compiled import compile_system
 from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_branch
-from attnphase.saddle.fixed_point import (
-    POSITIONAL,
-    SEMANTIC,
-    STANDARD_BRANCHES,
-    Branch,
-    FixedPoint,
-    SaddlePointSolver,
-    SolverSettings,
-)
+from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.thresholds import Threshold, critical_alpha, global_minimum, linear_threshold
+from attnphase.saddle.thresholds import (
+    Threshold,
+    Transition,
+    critical_alpha,
+    global_minimum,
+    linear_threshold,
+    transitions,
+)
 
 
 @dataclass(frozen=True)
 class ScanSolution:
-    """Every branch traced over alpha (THEORY.md sec. 6), the thresholds ``alpha_c`` and
-    ``alpha_l`` and the linear baseline (sec. 7) they are measured against."""
+    """Every branch traced over alpha (THEORY.md sec. 6), the changes of global minimum, and the
+    thresholds ``alpha_c`` and ``alpha_l`` (sec. 7), the latter against ``reference_error``."""
 
     traces: dict[str, BranchTrace]
+    transitions: tuple[Transition, ...]
     alpha_c: Threshold
     alpha_l: Threshold
-    baseline: LinearBaseline
+    reference_error: float
 
     def points(self) -> list[FixedPoint]:
         """Every computed point of every branch, sorted by branch name and alpha."""
@@ -55,31 +58,30 @@ def make_solver(model: AttentionModel, settings: SolverSettings | None = None) -
 def run_scan(
     model: AttentionModel,
     alphas: Sequence[float],
+    reference_error: float,
     settings: SolverSettings | None = None,
-    branches: Sequence[Branch] = STANDARD_BRANCHES,
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
 ) -> ScanSolution:
-    """Trace every branch over ``alphas``; then alpha_c (semantic vs positional training
-    loss) and alpha_l (global minimum vs linear baseline test error)."""
+    """Trace every branch of ``model`` over ``alphas``; then the changes of global minimum, alpha_c
+    (the declared change, found by the training losses) and alpha_l (where the global minimum's test
+    error crosses ``reference_error``)."""
     solver = make_solver(model, settings)
     known = list(known)
-    traces = {b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point) for b in branches}
-    baseline = linear_baseline(solver.compiled.system)
-    named = {b.name: b for b in branches}
-    if POSITIONAL.name in named and SEMANTIC.name in named:
-        alpha_c = critical_alpha(
-            solver, (named["positional"], traces["positional"]), (named["semantic"], traces["semantic"])
-        )
+    traces = {b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point) for b in solver.branches}
+    named = {b.name: b for b in solver.branches}
+    low, high = model.labels.critical
+    if low in named and high in named:
+        alpha_c = critical_alpha(solver, (named[low], traces[low]), (named[high], traces[high]))
     else:
-        alpha_c = Threshold("alpha_c", float("nan"), None, "needs the positional and semantic branches")
+        alpha_c = Threshold("alpha_c", float("nan"), None, f"the model has no {low} or no {high} branch")
     alpha_l = linear_threshold(
         threshold_solver(model, solver.settings),
-        [(b, traces[b.name]) for b in branches],
-        baseline.test_error,
+        [(b, traces[b.name]) for b in solver.branches],
+        reference_error,
         alpha_c.value,
     )
-    return ScanSolution(traces, alpha_c, alpha_l, baseline)
+    return ScanSolution(traces, transitions(list(traces.values())), alpha_c, alpha_l, reference_error)
 
 
 def threshold_solver(model: AttentionModel, settings: SolverSettings) -> SaddlePointSolver:

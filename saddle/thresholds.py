@@ -1,7 +1,9 @@
 """Phase boundaries between branches (THEORY.md sec. 6).
 
-* ``alpha_c``: where the training loss ``eps_t`` of the semantic branch crosses below that
-  of the positional branch;
+* transitions: every change of the global minimum (lowest ``eps_t`` over branches) from one
+  branch to another between neighbouring alphas of the grid;
+* ``alpha_c``: where the training loss ``eps_t`` of one declared branch crosses below that of
+  another (the paper's: semantic below positional);
 * ``alpha_l``: above which the global minimum (lowest ``eps_t`` over branches) has a lower
   test error ``eps_g`` than the linear positional baseline.
 
@@ -20,8 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
+from attnphase.saddle.branches import Branch
 from attnphase.saddle.continuation import BranchTrace
-from attnphase.saddle.fixed_point import Branch, FixedPoint, SaddlePointSolver
+from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,28 @@ def critical_alpha(
     except RuntimeError as error:
         return Threshold("alpha_c", float("nan"), (a, b), f"not resolved inside the bracket: {error}")
     return Threshold("alpha_c", value, (a, b), f"{b_high.name} eps_t crosses below {b_low.name}")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change of the global minimum between two neighbouring alphas of the grid: from the branch
+    ``before`` (lowest training loss at ``below``) to ``after`` (lowest at ``above``)."""
+
+    below: float
+    above: float
+    before: str
+    after: str
+
+
+def transitions(traces: Sequence[BranchTrace]) -> tuple[Transition, ...]:
+    """Every change of the global minimum's branch between neighbouring alphas (:func:`global_minimum`)."""
+    best = global_minimum(traces)
+    alphas = list(best)
+    return tuple(
+        Transition(a, b, best[a].branch, best[b].branch)
+        for a, b in zip(alphas, alphas[1:], strict=False)
+        if best[a].branch != best[b].branch
+    )
 
 
 def global_minimum(traces: Sequence[BranchTrace]) -> dict[float, FixedPoint]:

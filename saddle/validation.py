@@ -37,6 +37,7 @@ SOLVER_RANGES: Mapping[str, Interval] = {
     "damping": Interval(0.0, 1.0, low_open=True),
     "energy_tolerance": Interval(0.0, 1.0, low_open=True),
     "prox_tolerance": Interval(0.0, 1.0),
+    "kink_tolerance": Interval(0.0, 1.0, low_open=True),
 }
 
 

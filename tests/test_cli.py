@@ -96,8 +96,11 @@ def test_scan_writes_tidy_tables_and_figures(small_scan):
         "iterations",
     ):
         assert column in branches.columns
-    assert set(branches["branch"]) == {"positional", "semantic", "agnostic"}
+    labels = set(branches["branch"])
+    assert {"positional", "semantic", "agnostic"} <= labels <= {"positional", "semantic", "agnostic", "mixed"}
     assert sorted(set(branches["alpha"])) == [1.9, 2.0, 2.1]
+    transitions = pd.read_csv(small_scan / "transitions.csv")
+    assert list(transitions.columns) == ["below", "above", "before", "after"]
     thresholds = pd.read_csv(small_scan / "thresholds.csv")
     for column in ("omega", "sigma", "lambda", "alpha_c", "alpha_l", "baseline_test_error"):
         assert column in thresholds.columns

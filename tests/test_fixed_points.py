@@ -3,11 +3,14 @@ the global prox, and the general machinery on a second declaration (THEORY.md se
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from attnphase.replica.declaration import (
     AttentionModel,
+    BranchLabels,
     DotProductAttention,
     GaussianTokens,
     MixedPositionalTeacher,
@@ -15,7 +18,9 @@ from attnphase.replica.declaration import (
     Ridge,
     paper_model,
 )
-from attnphase.saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, ProxSettings, SolverSettings
+from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.branches import Branch, branches_of
+from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.validation import ParameterError
@@ -35,21 +40,22 @@ def test_every_reported_fixed_point_satisfies_its_equations(reference_traces):
     assert max(p.symmetry_defect for p in points) <= 1e-12
 
 
-def test_the_only_points_not_converged_are_flagged_branch_ends(reference_traces):
-    """A branch that cannot be continued reports the point where it stopped, with the checks it
-    failed; at omega = 0.3 the positional branch merges into the agnostic one at small alpha and
-    the semantic one below alpha ~ 0.74 (THEORY.md sec. 6): their overlaps vanish there."""
+def test_branch_ends_are_classified_and_no_point_is_kept_off_its_branch(reference_traces):
+    """A branch that cannot be continued records where and why it ended; at omega = 0.3 the semantic
+    branch merges into the agnostic one below alpha ~ 0.74 (THEORY.md sec. 6), and the point it merged
+    into is not kept as a semantic point. Every point of a trace carries the trace's label."""
     for name, trace in reference_traces.items():
-        converged = [p.alpha for p in trace.points if p.converged]
-        for point in trace.points:
-            if point.converged:
-                continue
-            assert point.status != "converged" and point.failed_checks
-            assert point.alpha < min(converged) or point.alpha > max(converged), (name, point.alpha)
-    ends = {name: [p for p in trace.points if not p.converged] for name, trace in reference_traces.items()}
-    assert [p.failed_checks for p in ends["semantic"]] == [("label",)]
-    assert ends["semantic"][0].solved and abs(ends["semantic"][0]["theta"]) < 1e-6
-    assert not ends["agnostic"]
+        assert all(p.branch == name for p in trace.points), name
+        for end in trace.ends:
+            assert end.kind in ("merged", "failed") and end.direction in (-1, 1)
+            assert end.alpha in {p.alpha for p in trace.converged()}
+            if end.kind == "merged":
+                assert end.detail != name
+    (end,) = reference_traces["semantic"].ends
+    assert (end.kind, end.detail) == ("merged", "agnostic")
+    assert not reference_traces["agnostic"].ends and len(reference_traces["agnostic"].converged()) == len(
+        reference_traces["agnostic"].points
+    )
 
 
 def test_training_loss_equals_the_energy(reference_traces):
@@ -68,14 +74,15 @@ def test_regulariser_energy_is_lambda_q_over_two_sigma_squared(reference_traces,
         assert regulariser == pytest.approx(0.01 * p["q"] / (2 * 0.25), rel=1e-7)  # q solves its equation to 1e-8
 
 
-@pytest.mark.parametrize(("branch", "alpha"), [(SEMANTIC, 2.0), (POSITIONAL, 2.0), (SEMANTIC, 1.25)])
-def test_envelope_and_integration_by_parts_forms_agree(paper_solver, reference_traces, branch, alpha):
+@pytest.mark.parametrize(("name", "alpha"), [("semantic", 2.0), ("positional", 2.0), ("semantic", 1.25)])
+def test_envelope_and_integration_by_parts_forms_agree(paper_solver, reference_traces, name, alpha):
     """E[dM/dX at prox] (envelope) and E[M* s_X + partial_X M] (Gaussian integration by
     parts) are the same derivative; at a fixed point they agree up to the quadrature error,
     which is larger for the envelope form (its integrand jumps where the prox changes basin).
     Measured with a finer rule than the default."""
     solver = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(28)))
-    start = min(reference_traces[branch.name].points, key=lambda p: abs(p.alpha - alpha))
+    branch = solver.branch(name)
+    start = min(reference_traces[name].points, key=lambda p: abs(p.alpha - alpha))
     point, _ = solver.solve(alpha, branch, initial=start.values)
     z, _, _ = solver.prox(point.values)
     c = solver.compiled
@@ -108,7 +115,7 @@ def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):
 def test_alpha_must_be_positive(paper_solver):
     for alpha in (0.0, -1.0, float("nan")):
         with pytest.raises(ParameterError, match="alpha must be"):
-            paper_solver.solve(alpha, SEMANTIC, initial=paper_solver.generic_guess())
+            paper_solver.solve(alpha, paper_solver.branch("semantic"), initial=paper_solver.generic_guess())
 
 
 def test_three_token_model_has_converged_fixed_points():
@@ -121,9 +128,10 @@ def test_three_token_model_has_converged_fixed_points():
         regulariser=Ridge(0.01),
     )
     solver = make_solver(model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
-    for branch in (AGNOSTIC, SEMANTIC):
-        point = solver.anchor(2.0, branch)
-        assert point.converged and point.residual <= 1e-8
+    assert [b.name for b in solver.branches] == ["agnostic", "semantic", "positional", "mixed"]
+    for name in ("agnostic", "semantic"):
+        point = solver.anchor(2.0, solver.branch(name))
+        assert point.converged and point.branch == name
         assert point.energy == pytest.approx(point.train_loss - point.line_correction, rel=1e-6)
     assert solver.compiled.dimension == 6
 
@@ -137,5 +145,17 @@ def test_every_requested_alpha_has_a_point_or_a_reason(reference_traces, referen
         assert not set(reasons) & covered
         for alpha, reason in reasons.items():
             assert reason.startswith(f"the {name} branch could not be continued below alpha = "), reason
-            assert "label: the" in reason and alpha < trace.ended_below
+            assert "merges into the agnostic branch" in reason and alpha < min(e.alpha for e in trace.ends)
     assert reference_traces["semantic"].missing(reference["semantic"]["alpha"].round(12).tolist())
+
+
+def test_the_paper_declaration_names_its_four_subspaces(paper_solver):
+    """Every subset of the overlap families held at zero is a branch, named by the declaration from
+    the families it leaves free (THEORY.md sec. 6); the solver knows no name of its own."""
+    named = {b.name: b.zero for b in paper_solver.branches}
+    assert named == {"agnostic": ("m", "theta"), "semantic": ("m",), "positional": ("theta",), "mixed": ()}
+    labels = BranchLabels(meanings=(("m", "P"), ("theta", "S")), none="O", several="PS", critical=("P", "S"))
+    renamed = branches_of(derive(dataclasses.replace(paper_model(), labels=labels)))
+    assert renamed == (Branch("O", ("m", "theta")), Branch("S", ("m",)), Branch("P", ("theta",)), Branch("PS", ()))
+    with pytest.raises(ValueError, match="branch must be one of agnostic, semantic, positional, mixed; got 'P'"):
+        paper_solver.branch("P")

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC, SolverSettings
+from attnphase.saddle.branches import Branch
+from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import (
     DEFAULT_TRAIN_LOSS_ERROR,
     GaussHermite,
@@ -22,6 +23,10 @@ from attnphase.saddle.quadrature import (
     make_rule,
 )
 from attnphase.saddle.scan import make_solver, threshold_solver
+
+#: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
+POSITIONAL = Branch("positional", ("theta",))
+SEMANTIC = Branch("semantic", ("m",))
 
 
 @pytest.mark.parametrize("order", [4, 9, 16])

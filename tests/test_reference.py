@@ -20,14 +20,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnphase.saddle.fixed_point import AGNOSTIC
-
 
 def _agnostic_at(solver, merged: dict, alpha: float):
     """The agnostic fixed point at ``alpha``: from the trace, or solved from its nearest point."""
     if alpha not in merged:
         nearest = min(merged.values(), key=lambda p: abs(np.log(p.alpha / alpha)))
-        merged[alpha], _ = solver.solve(alpha, AGNOSTIC, initial=nearest.values)
+        merged[alpha], _ = solver.solve(alpha, solver.branch("agnostic"), initial=nearest.values)
     return merged[alpha]
 
 
@@ -82,21 +80,27 @@ def test_semantic_branch_merges_into_the_agnostic_one_at_a_pitchfork(reference_t
     """Continued downwards, the semantic overlap theta decreases to zero between alpha = 0.6
     and 0.9 and the branch ends there; above alpha = 0.9 it exists at every reference alpha."""
     trace = reference_traces["semantic"]
-    assert trace.ended_below is not None and 0.6 < trace.ended_below < 0.9
+    (end,) = trace.ends
+    assert (end.direction, end.kind, end.detail) == (-1, "merged", "agnostic") and 0.6 < end.alpha < 0.9
     thetas = [abs(p["theta"]) for p in trace.converged()]
     assert thetas == sorted(thetas)  # theta grows with alpha along the branch
-    assert all(p.alpha >= trace.ended_below for p in trace.converged())
+    assert all(p.alpha >= end.alpha for p in trace.points) and len(trace.points) == len(trace.converged())
+    below = [a for a in trace.anchors if a.alpha < end.alpha]  # searched below too: only agnostic points
+    assert below and all(a.found == "agnostic" for a in below)
 
 
 def test_branches_have_their_defining_symmetry(reference_traces):
     """positional: theta = 0, m != 0; semantic: m = 0, theta != 0; agnostic: both zero. A point whose
-    defining overlap vanishes (where a branch merges) is reported, but flagged, not labelled."""
+    defining overlap vanishes (where a branch merges) is a point of the more symmetric branch, not kept
+    on this one (its end says where it merged)."""
     for p in reference_traces["positional"].converged():
         assert p["theta"] == 0 and abs(p["m"]) > 1e-3
     for p in reference_traces["semantic"].converged():
         assert p["m"] == 0 and abs(p["theta"]) > 1e-5
     for p in reference_traces["agnostic"].points:
         assert p["m"] == 0 and p["theta"] == 0
-    merged = [p for name in ("positional", "semantic") for p in reference_traces[name].points if not p.converged]
-    assert merged and all(p.failed_checks == ("label",) for p in merged)
+    for name, trace in reference_traces.items():
+        assert all(p.branch == name for p in trace.points)
+    merged = [e for name in ("positional", "semantic") for e in reference_traces[name].ends if e.kind == "merged"]
+    assert merged and all(e.detail == "agnostic" for e in merged)
     assert np.isfinite([p.train_loss for t in reference_traces.values() for p in t.points]).all()

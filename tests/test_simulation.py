@@ -25,7 +25,11 @@ from attnphase.experiments.simulation import (
     tokens,
     training_data,
 )
-from attnphase.saddle.fixed_point import POSITIONAL, SEMANTIC
+from attnphase.saddle.branches import Branch
+
+#: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
+POSITIONAL = Branch("positional", ("theta",))
+SEMANTIC = Branch("semantic", ("m",))
 
 TINY = SimulationSettings(d=6, alphas=(1.0,), seeds=2, n_test=50, max_steps=50)
 

@@ -39,7 +39,7 @@ from attnphase.replica.declaration import paper_model
 
 runner = CliRunner()
 SCAN = ["--alphas", "1.8,1.9,2.0,2.1", "--order", "8", "--threshold-order", "0"]
-SCAN_FILES = {"branches.csv", "thresholds.csv", "scan.png", "scan.pdf", "run.json"}
+SCAN_FILES = {"branches.csv", "thresholds.csv", "transitions.csv", "scan.png", "scan.pdf", "run.json"}
 # Columns that record how the solver got to a point (iterations of Broyden, the residual reached, nodes whose
 # prox stopped short): a point continued from a resumed neighbour starts from a fresh Jacobian, so these differ.
 PATH_COLUMNS = ("iterations", "residual", "symmetry_defect", "prox_unconverged")
@@ -207,6 +207,15 @@ def test_overwrite_replaces_a_corrupt_scan(finished, reference):
     result = _scan(finished, "--overwrite")
     assert result.exit_code == 0, result.output
     assert (finished / "branches.csv").read_text() == (reference / "branches.csv").read_text()
+
+
+def test_a_scan_by_another_version_of_the_package_is_not_resumed(finished):
+    run = json.loads((finished / "run.json").read_text())
+    run["package"]["attnphase"] = "0.0.1"
+    (finished / "run.json").write_text(json.dumps(run))
+    result = _scan(finished)
+    assert result.exit_code == 2
+    assert 'package.attnphase differs: "0.1.0" here, "0.0.1" in' in result.output and "--overwrite" in result.output
 
 
 def test_another_scan_names_the_setting_that_differs(finished):

@@ -16,7 +16,10 @@ from attnphase.experiments.cli import app
 from attnphase.experiments.finite_size import fit_power_law, gap_table
 from attnphase.experiments.simulation import branch_overlaps, classify_basin
 from attnphase.experiments.uninformed import basin_fractions
-from attnphase.saddle.fixed_point import SEMANTIC
+from attnphase.saddle.branches import Branch
+
+#: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
+SEMANTIC = Branch("semantic", ("m",))
 
 OVERLAPS = pd.DataFrame(
     {"alpha": [1.5, 0.5, 3.0], "m_positional": [0.25, 0.22, 0.1], "theta_semantic": [0.14, 1e-14, 0.3]}

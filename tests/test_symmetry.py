@@ -7,10 +7,16 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.fixed_point import AGNOSTIC, POSITIONAL, SEMANTIC, SolverSettings
+from attnphase.saddle.branches import Branch
+from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.symmetry import SignedTokenPermutation, envelope_symmetries
+
+#: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
+AGNOSTIC = Branch("agnostic", ("m", "theta"))
+POSITIONAL = Branch("positional", ("theta",))
+SEMANTIC = Branch("semantic", ("m",))
 
 SWAP = (1, 0)
 IDENTITY = (0, 1)
