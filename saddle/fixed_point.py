@@ -268,8 +268,8 @@ class SaddlePointSolver:
 
     def fold(self, params: np.ndarray) -> Fold | None:
         """The fold of the rule under the envelope's symmetries at overlaps with the zero
-        pattern of ``params`` (found once per pattern, at ``params`` and at a random
-        perturbation of its non-zero entries; ``None`` if there is nothing to fold)."""
+        pattern of ``params`` (found once per pattern, at two generic points of the pattern:
+        :meth:`generic_points`; ``None`` if there is nothing to fold)."""
         if not self.settings.fold_symmetries:
             return None
         pattern = tuple(bool(v == 0) for v in params)
@@ -279,15 +279,29 @@ class SaddlePointSolver:
             r = self.compiled.prox_dimension // L
             t = self.compiled.dimension // L - r
             rng = np.random.default_rng(self.settings.prox.seed)
-            perturbed = params * rng.uniform(0.97, 1.0, params.size)
             groups = []
-            for point in (params, perturbed):
+            for point in self.generic_points(params, rng):
                 found = envelope_symmetries(self.envelope_at(point), L, r, t, rng)
                 if found is not None:  # None: M is not finite there (overlaps out of range)
                     groups.append(set(found))
             group = sorted(set.intersection(*groups), key=repr) if groups else []
             self._folds[pattern] = fold_nodes(self.nodes, self.weights, group, r, t)
         return self._folds[pattern]
+
+    def generic_points(self, params: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Two points with the zero pattern of ``params`` at which its symmetries are tested: every
+        non-zero overlap entry set to 0.3 and to 0.6 of its Cauchy-Schwarz bound (keeping its sign),
+        the other non-zero entries perturbed at random by up to 10 %. (At ``params`` itself an
+        overlap that is non-zero but negligible, as on the way to a merger, would pass for zero and
+        lend the pattern the symmetry that flips it, folding the rule wrongly.)"""
+        bound = np.abs(self.seeded(params, self.unconstrained, 1.0))
+        overlap = np.isin(self.families, self.compiled.system.overlap_families) & (bound != 0) & (params != 0)
+        points = []
+        for fraction in (0.3, 0.6):
+            point = params * rng.uniform(0.9, 1.0, params.size)
+            point[overlap] = np.sign(params[overlap]) * fraction * bound[overlap]
+            points.append(point)
+        return points[0], points[1]
 
     def envelope_at(self, params: np.ndarray):
         """``M(z, n)`` at ``params``, column by column (for the symmetry test)."""

@@ -88,3 +88,20 @@ def test_the_group_is_closed():
     keys = {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in group}
     assert len(group) == 8 * 6
     assert all(compose(a, b) in keys for a in group for b in group)
+
+
+def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_it():
+    """The fold of a zero pattern is found at generic points of the pattern, not at the first point
+    met: a positional point on its way to a merger (m ~ 1e-12, theta = 0) seen first must not fold the
+    rule by Q -> -Q, which holds only at m = 0 (it made every later positional point wrong)."""
+    solver = make_solver(paper_model(omega=0.2), SolverSettings(quadrature=GaussHermite(8)))
+    nearly_agnostic = np.array([0.05, 1e-12, 13.0, 0.0])
+    fold = solver.fold(nearly_agnostic)
+    assert fold is not None and fold.ratio < 4.5  # the positional group (order 4), not order 8
+    positional = np.array([0.05, 0.2, 13.0, 0.0])
+    for thorough in (False, True):
+        folded = solver.evaluate(positional, 1.3, thorough)
+        plain = make_solver(paper_model(omega=0.2), SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False))
+        unfolded = plain.evaluate(positional, 1.3, thorough)
+        assert folded.mean_envelope == pytest.approx(unfolded.mean_envelope, rel=1e-12)
+        np.testing.assert_allclose(folded.updated, unfolded.updated, rtol=1e-8, atol=1e-12)
