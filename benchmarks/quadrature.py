@@ -108,8 +108,8 @@ def main() -> None:
             row[f"{key}_V"] = point["V"]
             row[f"{key}_test_error"] = point.test_error
             row[f"{key}_converged"] = point.converged
-        settings = SolverSettings(quadrature=rule, threshold_quadrature=None)
-        scan = run_scan(model, THRESHOLD_ALPHAS, linear_baseline(solver.compiled.system).test_error, settings)
+        scanning = make_solver(model, SolverSettings(quadrature=rule, threshold_quadrature=None))
+        scan = run_scan(scanning, THRESHOLD_ALPHAS, linear_baseline(solver.compiled.system).test_error)
         row["alpha_c"] = scan.alpha_c.value
         row["alpha_l"] = scan.alpha_l.value
         row["seconds"] = round(time.perf_counter() - started, 1)

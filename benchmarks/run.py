@@ -61,7 +61,7 @@ def main() -> None:
     results["fixed_point_evaluations"] = point.iterations
     _, results["evaluation_seconds"] = timed(lambda: solver.evaluate(point.values, 2.1, thorough=False))
     reference_error = linear_baseline(solver.compiled.system).test_error
-    scan, seconds = timed(lambda: run_scan(model, DEFAULT_ALPHAS, reference_error, settings))
+    scan, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error))
     results["scan_seconds"] = seconds
     results["scan_points"] = len(scan.points())
     results["scan_target_seconds"] = TARGET_SCAN_SECONDS

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -141,7 +141,7 @@ class ScanResult(StudyResult):
     def transitions(self) -> pd.DataFrame:
         """Every change of the global minimum's branch between neighbouring alphas of the grid
         (``below``, ``above``, ``before``, ``after``: the branches at the lower and the upper alpha)."""
-        rows = [vars(t) for t in self.solution.transitions]
+        rows = [asdict(t) for t in self.solution.transitions]
         return pd.DataFrame(rows, columns=["below", "above", "before", "after"])
 
     @property
@@ -150,8 +150,8 @@ class ScanResult(StudyResult):
 
     @property
     def record(self) -> dict[str, object]:
-        ends = {name: [end.record() for end in t.ends] for name, t in self.solution.traces.items()}
-        anchors = {name: [vars(a) for a in t.anchors] for name, t in self.solution.traces.items()}
+        ends = {name: [asdict(end) for end in t.ends] for name, t in self.solution.traces.items()}
+        anchors = {name: [asdict(a) for a in t.anchors] for name, t in self.solution.traces.items()}
         return {
             **_identity(self.model, self.options),
             "status": "complete",
@@ -353,7 +353,7 @@ def scan(
                     log.add(point)
                 bar.update(1)
 
-            solution = run_scan(model, grid, baseline.test_error, settings, known=known, on_point=on_point)
+            solution = run_scan(solver, grid, baseline.test_error, known=known, on_point=on_point)
         result = ScanResult(model, grid, options, solution, baseline, time.perf_counter() - started)
         logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
         if directory is not None:

@@ -20,7 +20,7 @@ when it did not converge (the flagged point is kept, with the checks it failed).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -55,10 +55,6 @@ class BranchEnd:
         else:
             how = f"at alpha = {self.at:g}: {self.detail}"
         return f"the {branch} branch could not be continued {side} alpha = {self.alpha:g} ({how})"
-
-    def record(self) -> dict[str, object]:
-        """JSON-ready fields."""
-        return asdict(self)
 
 
 @dataclass(frozen=True)

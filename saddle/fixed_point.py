@@ -294,8 +294,8 @@ class SaddlePointSolver:
         the other non-zero entries perturbed at random by up to 10 %. (At ``params`` itself an
         overlap that is non-zero but negligible, as on the way to a merger, would pass for zero and
         lend the pattern the symmetry that flips it, folding the rule wrongly.)"""
-        bound = np.abs(self.seeded(params, self.unconstrained, 1.0))
-        overlap = np.isin(self.families, self.compiled.system.overlap_families) & (bound != 0) & (params != 0)
+        bound = self.overlap_bounds(params)
+        overlap = (bound != 0) & (params != 0)
         points = []
         for fraction in (0.3, 0.6):
             point = params * rng.uniform(0.9, 1.0, params.size)
@@ -430,10 +430,17 @@ class SaddlePointSolver:
         its label (what it converged to) is the branch's."""
         return point.converged and point.branch == branch.name
 
+    def overlap_bounds(self, values: np.ndarray) -> np.ndarray:
+        """The Cauchy-Schwarz bound at ``values`` of every leading overlap entry (the entries
+        :meth:`seeded` sets), and 0 for every other entry."""
+        system = self.compiled.system
+        leading = np.array([e.family in system.overlap_families and e.entry == (0, 0) for e in system.entries])
+        return np.where(leading, np.abs(self.seeded(values, self.unconstrained, 1.0)), 0.0)
+
     def nonzero_families(self, values: np.ndarray) -> tuple[str, ...]:
-        """The overlap families of which some entry exceeds ``NEGLIGIBLE_OVERLAP`` of its
-        Cauchy-Schwarz bound at ``values`` (:meth:`seeded`)."""
-        bound = np.abs(self.seeded(values, self.unconstrained, 1.0))
+        """The overlap families of which some leading entry exceeds ``NEGLIGIBLE_OVERLAP`` of its
+        Cauchy-Schwarz bound at ``values`` (:meth:`overlap_bounds`)."""
+        bound = self.overlap_bounds(values)
         found = []
         for family in self.compiled.system.overlap_families:
             mask = (np.array(self.families) == family) & (bound != 0)

@@ -56,17 +56,16 @@ def make_solver(model: AttentionModel, settings: SolverSettings | None = None) -
 
 
 def run_scan(
-    model: AttentionModel,
+    solver: SaddlePointSolver,
     alphas: Sequence[float],
     reference_error: float,
-    settings: SolverSettings | None = None,
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
 ) -> ScanSolution:
-    """Trace every branch of ``model`` over ``alphas``; then the changes of global minimum, alpha_c
-    (the declared change, found by the training losses) and alpha_l (where the global minimum's test
-    error crosses ``reference_error``)."""
-    solver = make_solver(model, settings)
+    """Trace every branch of the solver's model over ``alphas`` (:func:`make_solver`); then the changes
+    of global minimum, alpha_c (the declared change, found by the training losses) and alpha_l (where
+    the global minimum's test error crosses ``reference_error``)."""
+    model = solver.compiled.system.model
     known = list(known)
     traces = {b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point) for b in solver.branches}
     named = {b.name: b for b in solver.branches}
