@@ -49,14 +49,22 @@ NEGLIGIBLE_OVERLAP = 1e-3
 
 @dataclass(frozen=True)
 class ProxSettings:
-    """Multi-start policy and tolerances of the global prox (:mod:`saddle.kernels`)."""
+    """Multi-start policy and tolerances of the global prox (:mod:`saddle.kernels`).
+
+    ``warm_start``: the quick evaluations of a root search (:meth:`SaddlePointSolver.prox` with
+    ``thorough=False``) also start from the prox of the last thorough evaluation on the same nodes,
+    so that they find the basins the thorough starts found nearby. Every point is still verified by a
+    thorough evaluation from the fixed starts alone (:meth:`SaddlePointSolver.observe`).
+    """
 
     extra_directions: int = 0
     gradient_tolerance: float = 1e-11
     max_iterations: int = 60
     seed: int = 0
+    warm_start: bool = True
 
     def __post_init__(self) -> None:
+        check_type(self.warm_start, "warm_start", bool, "True or False")
         check_fields(self, PROX_RANGES)
 
 
@@ -224,6 +232,7 @@ class SaddlePointSolver:
         self._symmetric: dict[float, FixedPoint] = {}
         self._coarse: SaddlePointSolver | None = None
         self._folds: dict[tuple[bool, ...], Fold | None] = {}
+        self._warm: dict[tuple[bool, ...], np.ndarray] = {}  # last thorough prox per zero pattern
         self._lines: LineCorrection | None = None
 
     # ------------------------------------------------------------------ the map F
@@ -234,20 +243,26 @@ class SaddlePointSolver:
         (:func:`replica.saddle_equations._prox_starts`) and ``+-omega +- sqrt(V) u_j`` for
         ``extra_directions`` fixed unit vectors ``u_j``. The start set is closed under
         ``z -> -z`` and ``omega -> -omega``, so the symmetries of ``M`` carry over exactly to
-        the computed ``M*``.
+        the computed ``M*``. Without ``thorough``, the last thorough prox on the same nodes is a
+        start too (``ProxSettings.warm_start``).
         """
         fold = self.fold(params)
         nodes = self.nodes if fold is None else fold.nodes
         starts = self.compiled.starts(nodes, params, self.consts)
+        s = self.settings.prox
+        pattern = self._pattern(params)
         if not thorough:
             starts = starts[:2]
-        s = self.settings.prox
+            if s.warm_start and pattern in self._warm:
+                starts = np.concatenate([starts, self._warm[pattern][None]])
         if s.extra_directions and thorough:
             omega = starts[0]
             scale = np.sqrt(self._largest_response(params))
             shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
             starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
         z, value, grad = self.prox_from(nodes, params, starts)
+        if thorough and s.warm_start:
+            self._warm[pattern] = z
         if fold is None:
             return z, value, grad
         return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
@@ -272,7 +287,7 @@ class SaddlePointSolver:
         :meth:`generic_points`; ``None`` if there is nothing to fold)."""
         if not self.settings.fold_symmetries:
             return None
-        pattern = tuple(bool(v == 0) for v in params)
+        pattern = self._pattern(params)
         if pattern not in self._folds:
             system = self.compiled.system
             L = system.sigma_tilde.shape[0]
@@ -287,6 +302,11 @@ class SaddlePointSolver:
             group = sorted(set.intersection(*groups), key=repr) if groups else []
             self._folds[pattern] = fold_nodes(self.nodes, self.weights, group, r, t)
         return self._folds[pattern]
+
+    @staticmethod
+    def _pattern(params: np.ndarray) -> tuple[bool, ...]:
+        """Which order parameters are exactly zero: what the fold of the rule depends on."""
+        return tuple(bool(v == 0) for v in params)
 
     def generic_points(self, params: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Two points with the zero pattern of ``params`` at which its symmetries are tested: every

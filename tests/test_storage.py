@@ -153,7 +153,9 @@ def test_a_hand_edited_point_is_computed_again(finished, reference, caplog):
         result = _scan(finished)
     assert result.exit_code == 0, result.output
     after, before = pd.read_csv(finished / "branches.csv"), pd.read_csv(reference / "branches.csv")
-    assert after.loc[anchor, "q"].item() == before.loc[anchor, "q"].item()  # found afresh, as the first time
+    # found afresh: the edit (1 %) is gone, up to the solver's tolerance (the prox's warm start makes the
+    # path to the point, and so its last digits, depend on what the solver evaluated before)
+    assert after.loc[anchor, "q"].item() == pytest.approx(before.loc[anchor, "q"].item(), rel=1e-9)
     assert after.loc[inner, "train_loss"].item() == pytest.approx(before.loc[inner, "train_loss"].item(), rel=1e-6)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 2
