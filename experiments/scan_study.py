@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from attnphase.baseline.linear import LinearBaseline, linear_baseline
 from attnphase.experiments.figures import scan_figure
-from attnphase.experiments.parsing import parse_alphas
+from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
 from attnphase.experiments.storage import PointLog, exclusive, start_run
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
@@ -35,9 +35,6 @@ from attnphase.saddle.fixed_point import (
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, make_rule
 from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
 from attnphase.saddle.validation import check
-
-#: The paper's grid of sample complexities (``start:stop:step``, stop included).
-DEFAULT_ALPHAS = "0.1:2.5:0.08"
 
 
 def solver_settings(
@@ -124,12 +121,22 @@ class ScanResult(StudyResult):
 
     @property
     def thresholds(self) -> pd.DataFrame:
-        """One row: the model's parameters, the thresholds, the baseline's test error, how each was found."""
+        """One row: the model's parameters; each threshold with its ``status`` (found, absent in range or
+        not converged: :data:`~attnphase.saddle.thresholds.FOUND` ...) and the grid alphas ``low``,
+        ``high`` that bracket it (NaN if none do); the baseline's test error; how each was found."""
         s = self.solution
         row: dict[str, object] = dict(self.model.parameters())
+        for threshold in (s.alpha_c, s.alpha_l):
+            low, high = threshold.bracket or (float("nan"), float("nan"))
+            row[threshold.name] = threshold.value
+            row.update(
+                {
+                    f"{threshold.name}_status": threshold.status,
+                    f"{threshold.name}_low": low,
+                    f"{threshold.name}_high": high,
+                }
+            )
         row.update(
-            alpha_c=s.alpha_c.value,
-            alpha_l=s.alpha_l.value,
             baseline_test_error=self.baseline.test_error,
             alpha_c_note=s.alpha_c.note,
             alpha_l_note=s.alpha_l.note,
@@ -153,7 +160,7 @@ class ScanResult(StudyResult):
         ends = {name: [asdict(end) for end in t.ends] for name, t in self.solution.traces.items()}
         anchors = {name: [asdict(a) for a in t.anchors] for name, t in self.solution.traces.items()}
         return {
-            **_identity(self.model, self.options),
+            **scan_identity(self.model, self.options),
             "status": "complete",
             "seconds": round(self.seconds, 2),
             "branch_ends": ends,
@@ -192,10 +199,25 @@ class ScanResult(StudyResult):
         return "\n".join(lines)
 
 
-def _identity(model: AttentionModel, options: dict[str, object]) -> dict[str, object]:
+def scan_identity(model: AttentionModel, options: dict[str, object]) -> dict[str, object]:
     """What makes two scans the same computation (compared by value when resuming): the declaration,
-    the options and the version of the package that computes it."""
+    the options (:func:`scan_options` and the alphas) and the version of the package that computes it."""
     return {"model": model.record(), "options": options, "package": {"attnphase": versions()["attnphase"]}}
+
+
+def scan_options(
+    quadrature: str, order: int, seed: int, conjugate_form: str, threshold_order: int
+) -> dict[str, object]:
+    """The options of :func:`scan` besides the alphas, as recorded in ``run.json``, each checked
+    (:func:`solver_settings` raises on a bad value)."""
+    solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
+    return {
+        "quadrature": quadrature,
+        "order": order,
+        "seed": seed,
+        "conjugate_form": conjugate_form,
+        "threshold_order": threshold_order,
+    }
 
 
 #: Relative agreement asked of a resumed point's stored conjugates, energy and test error with those
@@ -287,7 +309,7 @@ def _resume(
     def load() -> PointLog:
         return _trusted(solver, PointLog.resume(table, compiled.names, compiled.conjugate_names))
 
-    log = start_run(directory, _identity(model, options), ScanResult.outputs(), overwrite, load)
+    log = start_run(directory, scan_identity(model, options), ScanResult.outputs(), overwrite, load)
     return log if log is not None else PointLog(table)
 
 
@@ -327,11 +349,7 @@ def scan(
     settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
     options: dict[str, object] = {
         "alphas": grid.tolist(),
-        "quadrature": quadrature,
-        "order": order,
-        "seed": seed,
-        "conjugate_form": conjugate_form,
-        "threshold_order": threshold_order,
+        **scan_options(quadrature, order, seed, conjugate_form, threshold_order),
     }
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():

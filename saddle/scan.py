@@ -21,6 +21,7 @@ from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_bran
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.thresholds import (
+    ABSENT,
     Threshold,
     Transition,
     critical_alpha,
@@ -73,7 +74,7 @@ def run_scan(
     if low in named and high in named:
         alpha_c = critical_alpha(solver, (named[low], traces[low]), (named[high], traces[high]))
     else:
-        alpha_c = Threshold("alpha_c", float("nan"), None, f"the model has no {low} or no {high} branch")
+        alpha_c = Threshold("alpha_c", float("nan"), None, f"the model has no {low} or no {high} branch", ABSENT)
     alpha_l = linear_threshold(
         threshold_solver(model, solver.settings),
         [(b, traces[b.name]) for b in solver.branches],

@@ -26,15 +26,21 @@ from attnphase.saddle.branches import Branch
 from attnphase.saddle.continuation import BranchTrace
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 
+#: How a threshold came out: found (``value`` finite), absent from the scanned range, or bracketed
+#: on the grid but not resolved because a solve inside the bracket failed.
+FOUND, ABSENT, UNRESOLVED = "found", "absent in range", "not converged"
+
 
 @dataclass(frozen=True)
 class Threshold:
-    """A threshold in alpha; ``value`` is NaN when the scanned range has no crossing."""
+    """A threshold in alpha; ``value`` is NaN unless ``status`` is :data:`FOUND` (``note`` says why);
+    ``bracket``: the neighbouring grid alphas it lies between, when the grid brackets it."""
 
     name: str
     value: float
     bracket: tuple[float, float] | None
     note: str
+    status: str = FOUND
 
 
 def _by_alpha(trace: BranchTrace) -> dict[float, FixedPoint]:
@@ -100,13 +106,15 @@ def critical_alpha(
             a, b = common[i], common[i + 1]
             break
     else:
-        return Threshold("alpha_c", float("nan"), None, "no crossing of the training losses in the scanned range")
+        return Threshold(
+            "alpha_c", float("nan"), None, "no crossing of the training losses in the scanned range", ABSENT
+        )
     solve_low = _BranchSolver(solver, b_low, low[a], low[b])
     solve_high = _BranchSolver(solver, b_high, high[a], high[b])
     try:
         value = _root(lambda x: solve_high(x).train_loss - solve_low(x).train_loss, common, diff, a, b, xtol)
     except RuntimeError as error:
-        return Threshold("alpha_c", float("nan"), (a, b), f"not resolved inside the bracket: {error}")
+        return Threshold("alpha_c", float("nan"), (a, b), f"not resolved inside the bracket: {error}", UNRESOLVED)
     return Threshold("alpha_c", value, (a, b), f"{b_high.name} eps_t crosses below {b_low.name}")
 
 
@@ -156,7 +164,7 @@ def linear_threshold(
     try:
         return _linear_threshold(solver, branches, baseline_error, switch, xtol)
     except RuntimeError as error:
-        return Threshold("alpha_l", float("nan"), None, f"not resolved: {error}")
+        return Threshold("alpha_l", float("nan"), None, f"not resolved: {error}", UNRESOLVED)
 
 
 def _linear_threshold(
@@ -171,14 +179,22 @@ def _linear_threshold(
     above = [best[a].test_error < baseline_error for a in alphas]
     if not above or not above[-1]:
         return Threshold(
-            "alpha_l", float("nan"), None, "the global minimum does not beat the baseline at the largest alpha"
+            "alpha_l",
+            float("nan"),
+            None,
+            "the global minimum does not beat the baseline at the largest alpha",
+            ABSENT,
         )
     i = len(above) - 1
     while i > 0 and above[i - 1]:
         i -= 1
     if i == 0:
         return Threshold(
-            "alpha_l", float("nan"), None, "the global minimum beats the baseline over the whole scanned range"
+            "alpha_l",
+            float("nan"),
+            None,
+            "the global minimum beats the baseline over the whole scanned range",
+            ABSENT,
         )
     a, b = alphas[i - 1], alphas[i]
     by_name = {br.name: (br, tr) for br, tr in branches}
@@ -202,7 +218,9 @@ def _linear_threshold(
     branch, trace = by_name[hi.branch]
     points = _by_alpha(trace)
     if a not in points or not np.isfinite(switch):
-        return Threshold("alpha_l", float("nan"), (a, b), "the global minimum changes branch inside the bracket")
+        return Threshold(
+            "alpha_l", float("nan"), (a, b), "the global minimum changes branch inside the bracket", UNRESOLVED
+        )
     solve = _BranchSolver(solver, branch, points[a], hi)
     if points[a].test_error - baseline_error > 0:
         upper = sorted(points)
