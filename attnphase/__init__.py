@@ -13,6 +13,7 @@ between positional and semantic learning in a solvable model of dot-product atte
     result.branches, result.thresholds           # tidy pandas tables
     result.plot(); result.save("results")        # a figure; what `attnphase scan` writes
     runs = ap.simulate(model, d=200, alphas=[1.0, 2.0], seeds=2)  # finite-d training (sec. 11)
+    diagram = ap.phase_diagram([ap.paper_model(omega=w) for w in (0.2, 0.3)])  # alpha_c(omega), ...
 
 The stages of the pipeline are subpackages: :mod:`attnphase.replica` (declarations and symbolic
 derivation, sympy only), :mod:`attnphase.saddle` (compiled kernels, fixed points, branches,
@@ -26,6 +27,7 @@ import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from attnphase.experiments.phase_diagram import PhaseDiagramResult, phase_diagram
 from attnphase.experiments.scan_study import ScanResult, fixed_point, scan
 from attnphase.replica.declaration import (
     AttentionModel,
@@ -87,6 +89,7 @@ __all__ = [
     "GaussianTokens",
     "HistogramResult",
     "MixedPositionalTeacher",
+    "PhaseDiagramResult",
     "PositionalEncodings",
     "ProxSettings",
     "ReplicaSystem",
@@ -102,6 +105,7 @@ __all__ = [
     "fixed_point",
     "histogram",
     "paper_model",
+    "phase_diagram",
     "scan",
     "simulate",
     "uninformed",

@@ -1,11 +1,14 @@
-"""Speed benchmarks: one fixed point and the default scan, measured in one run.
+"""Speed benchmarks: one fixed point, the default scan and a small phase diagram, measured in one run.
 
     python benchmarks/run.py [--out benchmarks/results/latest.json]
 
-Targets (2-core CPU): the default ``attnphase scan`` (three branches, 31 alphas each, default
-quadrature) under 60 s, measured in process once compiled (``scan_seconds``) and end to end
-as a fresh ``attnphase scan`` process, derivation and compilation included
-(``cli_scan_seconds``). The JSON records the machine, its load, the settings and every timing.
+Targets (2-core CPU): the default ``attnphase scan`` (four branches, 31 alphas, default quadrature)
+under 10 s in process once compiled (``scan_seconds``) and under 30 s as a fresh ``attnphase scan``
+process, derivation and compilation included (``cli_scan_seconds``); a phase diagram over 21
+omegas under 120 s (measured here on three omegas with a coarser rule and grid:
+``phase_diagram_seconds``, with ``jobs = 2``). ``warm_start_speedup``: the time of a scan of the
+positional and semantic branches without the prox's warm start over the time with it. The JSON
+records the machine, its load, the settings and every timing.
 """
 
 from __future__ import annotations
@@ -18,25 +21,49 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from attnphase.baseline.linear import linear_baseline
+from attnphase.experiments.phase_diagram import phase_diagram
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.compiled import compile_system
-from attnphase.saddle.fixed_point import SolverSettings
+from attnphase.saddle.continuation import trace_branch
+from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
 from attnphase.saddle.scan import make_solver, run_scan
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
-TARGET_SCAN_SECONDS = 60.0
+TARGET_SCAN_SECONDS = 10.0
+TARGET_CLI_SCAN_SECONDS = 30.0
+TARGET_PHASE_DIAGRAM_SECONDS = 120.0
+PHASE_DIAGRAM_OMEGAS = (0.2, 0.3, 0.4)
+PHASE_DIAGRAM_OPTIONS = {"alphas": "0.5:2.0:0.25", "order": 12, "threshold_order": 0, "jobs": 2}
 
 
 def timed(function):
     start = time.perf_counter()
     value = function()
     return value, time.perf_counter() - start
+
+
+def warm_start_speedup(model, settings: SolverSettings) -> dict[str, float]:
+    """Seconds of tracing the positional and semantic branches over alpha in [1, 2] without and with
+    the warm start of the prox (fresh solvers), and their ratio."""
+    alphas = np.round(1.0 + 0.1 * np.arange(11), 10)
+    seconds = {}
+    for warm in (False, True):
+        solver = make_solver(model, replace(settings, prox=ProxSettings(warm_start=warm)))
+        _, seconds[warm] = timed(
+            lambda s=solver: [trace_branch(s, s.branch(n), alphas) for n in ("positional", "semantic")]
+        )
+    return {
+        "trace_seconds_without_warm_start": seconds[False],
+        "trace_seconds_with_warm_start": seconds[True],
+        "warm_start_speedup": seconds[False] / seconds[True],
+    }
 
 
 def main() -> None:
@@ -71,7 +98,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "attnphase", "scan", "--out", out]
         _, results["cli_scan_seconds"] = timed(lambda: subprocess.run(command, check=True, capture_output=True))
-    results["cli_scan_within_target"] = results["cli_scan_seconds"] <= TARGET_SCAN_SECONDS
+    results["cli_scan_target_seconds"] = TARGET_CLI_SCAN_SECONDS
+    results["cli_scan_within_target"] = results["cli_scan_seconds"] <= TARGET_CLI_SCAN_SECONDS
+    results.update(warm_start_speedup(model, settings))
+    models = [paper_model(omega=w) for w in PHASE_DIAGRAM_OMEGAS]
+    diagram, seconds = timed(lambda: phase_diagram(models, **PHASE_DIAGRAM_OPTIONS, progress=False))
+    results["phase_diagram"] = {"omegas": PHASE_DIAGRAM_OMEGAS, **PHASE_DIAGRAM_OPTIONS}
+    results["phase_diagram_seconds"] = seconds
+    results["phase_diagram_alpha_c"] = diagram.thresholds["alpha_c"].tolist()
+    results["phase_diagram_target_seconds"] = TARGET_PHASE_DIAGRAM_SECONDS
     results["load_average_at_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

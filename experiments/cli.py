@@ -18,21 +18,27 @@ import typer
 
 from attnphase.experiments.cli_common import (
     USER_ERRORS,
+    ConjugateForm,
     Dimension,
     Lambda,
     Omega,
+    Order,
     Out,
     Overwrite,
     PositionalTarget,
+    Quadrature,
     SampleComplexities,
+    ScanAlphas,
+    Seed,
     Sigma,
     TestSamples,
+    ThresholdOrder,
     Tolerance,
     fail,
 )
-from attnphase.experiments.parsing import parse_matrix
+from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_grid, parse_matrix
 from attnphase.experiments.storage import DirectoryInUseError
-from attnphase.replica.declaration import AttentionModel, paper_model
+from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel, paper_model
 
 app = typer.Typer(
     add_completion=False,
@@ -69,29 +75,12 @@ def scan(
     sigma: Sigma = 0.5,
     lam: Lambda = 0.01,
     a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
-    alphas: Annotated[
-        str, typer.Option(help="Sample complexities start:stop:step (stop included) or a list, each in [1e-06, 10000].")
-    ] = "0.1:2.5:0.08",
-    quadrature: Annotated[str, typer.Option(help="gauss-hermite or sobol.")] = "gauss-hermite",
-    order: Annotated[
-        int,
-        typer.Option(
-            help="Gauss-Hermite points per dimension, an integer in [2, 64], or log2 of the Sobol points, "
-            "an integer in [4, 24]."
-        ),
-    ] = 20,
-    seed: Annotated[
-        int,
-        typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts, an integer in [0, 4294967295]."),
-    ] = 0,
-    conjugate_form: Annotated[str, typer.Option(help="score (integration by parts) or envelope.")] = "score",
-    threshold_order: Annotated[
-        int,
-        typer.Option(
-            help="Gauss-Hermite order on which the root of alpha_l is solved, an integer in [2, 64] "
-            "(0: the scan's rule)."
-        ),
-    ] = 32,
+    alphas: ScanAlphas = DEFAULT_ALPHAS,
+    quadrature: Quadrature = "gauss-hermite",
+    order: Order = 20,
+    seed: Seed = 0,
+    conjugate_form: ConjugateForm = "score",
+    threshold_order: ThresholdOrder = 32,
     overwrite: Overwrite = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
@@ -117,6 +106,71 @@ def scan(
             progress=None,
         )
     typer.echo(f"{result.summary()}\ntables and figure in {out}/")
+
+
+@app.command("phase-diagram")
+def phase_diagram(
+    out: Out = Path("attnphase-phase-diagram"),
+    omegas: Annotated[
+        str, typer.Option(help=f"Positionalities start:stop:step (stop included) or a list, each {OMEGA}.")
+    ] = "0.1:0.5:0.1",
+    sigmas: Annotated[
+        str, typer.Option(help=f"Token standard deviations (a list or start:stop:step), each {SIGMA}.")
+    ] = ("0.5"),
+    lambdas: Annotated[str, typer.Option(help=f"Ridge strengths (a list or start:stop:step), each {LAMBDA}.")] = "0.01",
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    alphas: ScanAlphas = DEFAULT_ALPHAS,
+    quadrature: Quadrature = "gauss-hermite",
+    order: Order = 20,
+    seed: Seed = 0,
+    conjugate_form: ConjugateForm = "score",
+    threshold_order: ThresholdOrder = 32,
+    jobs: Annotated[int, typer.Option(help="Local worker processes, an integer in [1, 256].")] = 2,
+    scheduler: Annotated[
+        str | None, typer.Option(help="Address of a Dask scheduler to run on instead (needs attnphase[dask]).")
+    ] = None,
+    overwrite: Overwrite = False,
+) -> None:
+    """A scan over alpha at every (omega, sigma, lambda): alpha_c and alpha_l against the parameters.
+
+    Writes OUT/thresholds.csv (one row per parameter point: alpha_c, alpha_l, each with its status and
+    bracket), OUT/branches.csv and OUT/transitions.csv (every scan's rows, with the parameters as
+    columns), OUT/phase_diagram.png/.pdf, OUT/gap.png/.pdf, OUT/run.json, and each scan's own files in
+    OUT/units/. Rerunning the same command resumes: finished scans are read back, an interrupted one
+    is computed again.
+    """
+    from attnphase.experiments.phase_diagram import phase_diagram as run
+
+    with user_errors():
+        grids = [
+            parse_grid(text, name, allowed)
+            for text, name, allowed in (
+                (omegas, "omegas", OMEGA),
+                (sigmas, "sigmas", SIGMA),
+                (lambdas, "lambdas", LAMBDA),
+            )
+        ]
+        models = [
+            paper_model(omega=omega, sigma=sigma, lam=lam, A=parse_matrix(a_matrix))
+            for sigma in grids[1]
+            for lam in grids[2]
+            for omega in grids[0]
+        ]
+        result = run(
+            models,
+            alphas,
+            quadrature=quadrature,
+            order=order,
+            seed=seed,
+            conjugate_form=conjugate_form,
+            threshold_order=threshold_order,
+            out=out,
+            overwrite=overwrite,
+            jobs=jobs,
+            scheduler=scheduler,
+            progress=None,
+        )
+    typer.echo(f"{result.summary()}\ntables and figures in {out}/")
 
 
 @app.command()

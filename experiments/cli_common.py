@@ -48,6 +48,29 @@ PositionalTarget = Annotated[
     ),
 ]
 
+# the options of a scan (attnphase.experiments.scan_study.scan), shared by scan and phase-diagram
+ScanAlphas = Annotated[
+    str, typer.Option(help=f"Sample complexities start:stop:step (stop included) or a list, each {ALPHA}.")
+]
+Quadrature = Annotated[str, typer.Option(help="gauss-hermite or sobol.")]
+Order = Annotated[
+    int,
+    typer.Option(
+        help="Gauss-Hermite points per dimension, an integer in [2, 64], or log2 of the Sobol points, "
+        "an integer in [4, 24]."
+    ),
+]
+Seed = Annotated[
+    int, typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts, an integer in [0, 4294967295].")
+]
+ConjugateForm = Annotated[str, typer.Option(help="score (integration by parts) or envelope.")]
+ThresholdOrder = Annotated[
+    int,
+    typer.Option(
+        help="Gauss-Hermite order on which the root of alpha_l is solved, an integer in [2, 64] (0: the scan's rule)."
+    ),
+]
+
 # training at finite d, as options shared by the simulation commands (ranges: attnphase.experiments.parsing)
 Dimension = Annotated[
     int,

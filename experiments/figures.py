@@ -1,4 +1,4 @@
-"""Figures of a scan (paper Fig. 2 and Fig. 3 centre).
+"""Figures of a scan (paper Fig. 2 and Fig. 3 centre) and of a phase diagram (Fig. 3 right and centre).
 
 Figures are built as :class:`matplotlib.figure.Figure` objects without pyplot, so that drawing
 neither selects a backend nor leaves figures open: they display in Jupyter and are saved by
@@ -7,8 +7,11 @@ neither selects a backend nor leaves figures open: they display in Jupyter and a
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from attnphase.experiments.study import parameter_title
 
@@ -16,11 +19,20 @@ BRANCH_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
     "semantic": {"color": "tab:blue", "marker": "o"},
     "agnostic": {"color": "tab:gray", "marker": "^"},
+    "mixed": {"color": "tab:purple", "marker": "D"},
 }
+#: Colours of branch labels no style names, in order of first appearance.
+OTHER_COLOURS = ("tab:green", "tab:red", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 
 
 def _style(branch: str) -> dict[str, object]:
     return BRANCH_STYLE.get(branch, {"color": None, "marker": "."})
+
+
+def _colours(labels: list[str]) -> dict[str, str]:
+    """A colour per branch label: the named style's, else the next unused of :data:`OTHER_COLOURS`."""
+    others = iter(OTHER_COLOURS * (1 + len(labels) // len(OTHER_COLOURS)))
+    return {b: str(BRANCH_STYLE[b]["color"]) if b in BRANCH_STYLE else next(others) for b in labels}
 
 
 def _mark_thresholds(ax, thresholds: pd.Series) -> None:
@@ -76,4 +88,118 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle(parameter_title(thresholds))
+    return fig
+
+
+def _parameters(thresholds: pd.DataFrame) -> tuple[str, list[str]]:
+    """The swept parameter (the first whose value varies across units, else the first) and the
+    other varying parameters, which make one panel per combination."""
+    columns = list(thresholds.columns)
+    parameters = columns[columns.index("unit") + 1 : columns.index("alpha_c")]
+    varying = [p for p in parameters if thresholds[p].nunique() > 1]
+    axis = varying[0] if varying else parameters[0]
+    return axis, varying[1:]
+
+
+def _panels(thresholds: pd.DataFrame, others: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    if not others:
+        return [("", thresholds)]
+    return [
+        (
+            ", ".join(f"{k} = {v:g}" for k, v in zip(others, key if isinstance(key, tuple) else (key,), strict=True)),
+            group,
+        )
+        for key, group in thresholds.groupby(others, sort=True)
+    ]
+
+
+def global_minima(branches: pd.DataFrame) -> pd.DataFrame:
+    """The converged point of lowest training loss at every unit and alpha (THEORY.md sec. 5)."""
+    ok = branches[branches["converged"].astype(bool)]
+    return ok.loc[ok.groupby(["unit", "alpha"])["train_loss"].idxmin()]
+
+
+def _edges(values: list[float]) -> np.ndarray:
+    """Cell edges around sorted ``values``: the midpoints, and half a step beyond each end."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 1:
+        half = 0.05 * max(abs(v[0]), 1.0)
+        return np.array([v[0] - half, v[0] + half])
+    middle = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[2 * v[0] - middle[0]], middle, [2 * v[-1] - middle[-1]]])
+
+
+def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Figure:
+    """The phase diagram (paper Fig. 3 right): against the swept parameter, the branch of the global
+    minimum at every scanned alpha (shaded), ``alpha_c`` and ``alpha_l``, and the edges of every
+    branch's range of existence inside the scanned range (thin dashed lines in the branch's colour:
+    where a branch ends, by a fold, a merger or a solver failure, see ``run.json``). One panel per
+    combination of the other swept parameters; ``thresholds`` and ``branches`` are a phase diagram's
+    tables (with their ``unit`` column)."""
+    axis, others = _parameters(thresholds)
+    panels = _panels(thresholds, others)
+    fig = Figure(figsize=(5.5 * len(panels), 4.5), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    best = global_minima(branches)
+    colours = _colours(list(dict.fromkeys(branches["branch"])))
+    ok = branches[branches["converged"].astype(bool)]
+    low, high = branches["alpha"].min(), branches["alpha"].max()
+    for ax, (title, panel) in zip(axes, panels, strict=True):
+        units = panel["unit"].tolist()
+        x_of = dict(zip(panel["unit"], panel[axis], strict=True))
+        here = best[best["unit"].isin(units)]
+        xs = sorted(set(x_of.values()))
+        alphas = sorted(branches["alpha"].unique())
+        labels = list(colours)
+        cells = np.full((len(alphas), len(xs)), np.nan)
+        for row in here.itertuples():
+            cells[alphas.index(row.alpha), xs.index(x_of[row.unit])] = labels.index(row.branch)
+        ax.pcolormesh(
+            _edges(xs),
+            _edges(alphas),
+            cells,
+            cmap=ListedColormap([colours[b] for b in labels]),
+            vmin=-0.5,
+            vmax=len(labels) - 0.5,
+            alpha=0.3,
+            shading="flat",
+        )
+        shaded = [
+            Patch(color=colours[b], alpha=0.3, label=f"global minimum: {b}") for b in labels if b in set(here["branch"])
+        ]
+        for branch, group in ok[ok["unit"].isin(units)].groupby("branch", sort=False):
+            edges = group.groupby("unit")["alpha"].agg(["min", "max"]).reindex(units)
+            x = [x_of[u] for u in units]
+            for edge, limit in (("min", low), ("max", high)):
+                values = edges[edge].where(edges[edge] != limit)
+                if values.notna().any():
+                    ax.plot(x, values, color=colours[branch], linestyle="--", linewidth=0.8)
+        order = panel.sort_values(axis)
+        ax.plot(order[axis], order["alpha_c"], color="k", marker="o", markersize=3, label=r"$\alpha_c$")
+        ax.plot(order[axis], order["alpha_l"], color="k", linestyle=":", marker="x", markersize=3, label=r"$\alpha_l$")
+        ax.set(xlabel=axis, ylabel=r"$\alpha$", title=title)
+        ax.legend(handles=[*shaded, *ax.get_legend_handles_labels()[0]], fontsize=7, loc="best")
+    return fig
+
+
+def gap_figure(branches: pd.DataFrame, low: str, high: str) -> Figure:
+    """The training-loss gap ``eps_t(high) - eps_t(low)`` against alpha, one curve per unit labelled by
+    its swept parameters (paper Fig. 3 centre; ``low, high``: the declaration's critical pair)."""
+    fig = Figure(figsize=(6, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ok = branches[branches["converged"].astype(bool)]
+    columns = list(branches.columns)
+    parameters = columns[columns.index("unit") + 1 : columns.index("alpha")]
+    varying = [p for p in parameters if branches[p].nunique() > 1]
+    for unit, group in ok.groupby("unit", sort=True):
+        pivot = group.pivot_table(index="alpha", columns="branch", values="train_loss")
+        if {low, high} <= set(pivot.columns):
+            gap = (pivot[high] - pivot[low]).dropna()
+            first = group.iloc[0]
+            label = ", ".join(f"{p} = {first[p]:g}" for p in varying) or str(unit)
+            ax.plot(gap.index, gap.values, label=label)
+    ax.axhline(0.0, color="gray", linewidth=0.6)
+    ax.set(xlabel=r"$\alpha$", ylabel=rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})", title="training-loss gap")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     return fig

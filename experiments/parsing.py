@@ -17,10 +17,12 @@ import numpy as np
 from attnphase.replica.declaration import Interval
 from attnphase.saddle.validation import ALPHA, SEED, ParameterError, check
 
-#: At most this many sample complexities in one grid.
+#: The paper's grid of sample complexities (``start:stop:step``, stop included).
+DEFAULT_ALPHAS = "0.1:2.5:0.08"
+#: At most this many values in one grid (of alphas, omegas, ...).
 MAX_ALPHAS = 2000
-#: The step of a ``start:stop:step`` grid of alphas.
-ALPHA_STEP = Interval(0.0, ALPHA.high, low_open=True)
+#: The step of a ``start:stop:step`` grid.
+STEP = Interval(0.0, ALPHA.high, low_open=True)
 
 # Ranges of the options of the studies at finite d (simulate, finite-size, uninformed; the simulation
 # settings check them, :meth:`attnphase.experiments.simulation.SimulationSettings.validate`).
@@ -75,17 +77,23 @@ class UsageError(ValueError):
 
 
 def parse_alphas(text: str | Sequence[float] | np.ndarray, name: str = "alphas") -> np.ndarray:
-    """Sample complexities ``alpha = n/d`` as an array (in the order given) rounded to 10 decimals.
+    """Sample complexities ``alpha = n/d`` (:func:`parse_grid` in
+    :data:`~attnphase.saddle.validation.ALPHA`)."""
+    return parse_grid(text, name, ALPHA)
+
+
+def parse_grid(text: str | Sequence[float] | np.ndarray, name: str, allowed: Interval) -> np.ndarray:
+    """Values of the parameter ``name`` as an array (in the order given) rounded to 10 decimals.
 
     Text is ``start:stop:step`` (stop included) or a comma-separated list; a sequence of numbers is
-    taken as it is. Every alpha must lie in :data:`~attnphase.saddle.validation.ALPHA`, and there are
-    at most ``MAX_ALPHAS`` of them; a grid is checked before it is built.
+    taken as it is. Every value must lie in ``allowed``, and there are at most ``MAX_ALPHAS`` of
+    them; a grid is checked before it is built.
     """
     if isinstance(text, str):
-        values = _grid(text, name) if ":" in text else [_number(x, name, text) for x in text.split(",")]
+        values = _grid(text, name, allowed) if ":" in text else [_number(x, name, text) for x in text.split(",")]
     else:
         values = list(np.ravel(text)) if isinstance(text, np.ndarray | numbers.Real) else text
-    checked = ALPHA.check_each(values, name, ParameterError)
+    checked = allowed.check_each(values, name, ParameterError)
     if not checked:
         raise ParameterError(f"{name} must hold at least one value")
     if len(checked) > MAX_ALPHAS:
@@ -93,13 +101,13 @@ def parse_alphas(text: str | Sequence[float] | np.ndarray, name: str = "alphas")
     return np.round(np.array(checked, dtype=float), 10)
 
 
-def _grid(text: str, name: str) -> list[float]:
-    """The alphas of ``start:stop:step`` (stop included), every part checked before the grid is built."""
+def _grid(text: str, name: str, allowed: Interval) -> list[float]:
+    """The values of ``start:stop:step`` (stop included), every part checked before the grid is built."""
     parts = text.split(":")
     if len(parts) != 3:
         raise UsageError(f"{name} must be start:stop:step or a comma-separated list; got {text!r}")
-    start, stop = (check(_number(x, name, text), name, ALPHA) for x in parts[:2])
-    step = check(_number(parts[2], name, text), f"{name} step", ALPHA_STEP)
+    start, stop = (check(_number(x, name, text), name, allowed) for x in parts[:2])
+    step = check(_number(parts[2], name, text), f"{name} step", STEP)
     if stop < start:
         raise ParameterError(f"{name} stop must be >= start; got {start:g}:{stop:g}")
     count = int(math.floor((stop - start) / step + 1e-9)) + 1

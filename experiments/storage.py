@@ -247,7 +247,8 @@ def _shown(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
+    """Remove a file or a whole directory (nothing if it does not exist)."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
@@ -308,8 +309,8 @@ def start_run(
                 raise CorruptResultsError(error.path, error.problem, OVERWRITE_HINT) from None
             raise
         for name in outputs:
-            _remove(directory / name)
-        _remove(run_file)
+            remove_path(directory / name)
+        remove_path(run_file)
         loaded = None
     write_json(run_file, {**wanted, "status": "running"})
     return loaded

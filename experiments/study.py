@@ -104,11 +104,14 @@ class StudyResult(ABC):
     figure_dpi: ClassVar[int] = 150
     #: The stems of :attr:`tables`, known before the study runs (to find or remove its files).
     table_names: ClassVar[tuple[str, ...]] = ()
+    #: The stems of :meth:`more_figures`, likewise.
+    more_figure_names: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def outputs(cls) -> tuple[str, ...]:
         """The names of the files :meth:`save` writes besides ``run.json``."""
-        figures = tuple(f"{cls.figure_name}.{suffix}" for suffix in FIGURE_FORMATS)
+        stems = (cls.figure_name, *cls.more_figure_names)
+        figures = tuple(f"{stem}.{suffix}" for stem in stems for suffix in FIGURE_FORMATS)
         return (*(f"{stem}.csv" for stem in cls.table_names), *figures)
 
     @property
@@ -125,6 +128,10 @@ class StudyResult(ABC):
     def plot(self) -> Figure:
         """The study's figure (a new :class:`matplotlib.figure.Figure`, not registered with pyplot)."""
 
+    def more_figures(self) -> dict[str, Figure]:
+        """Further figures by file stem (:attr:`more_figure_names`); none by default."""
+        return {}
+
     def save(self, out: str | Path) -> list[Path]:
         """Write every table as CSV, the figure as PNG and PDF and the record as ``run.json`` into
         ``out`` (created if needed; each file written atomically). Returns the paths written."""
@@ -138,7 +145,12 @@ class StudyResult(ABC):
             path = directory / f"{stem}.csv"
             write_table(path, table)
             paths.append(path)
-        paths += save_figure(self.plot(), directory / self.figure_name, self.figure_dpi)
+        figures = {self.figure_name: self.plot(), **self.more_figures()}
+        if set(figures) != {self.figure_name, *self.more_figure_names}:
+            name = type(self).__name__
+            raise AssertionError(f"{name}.more_figure_names {self.more_figure_names} are not its figures")
+        for stem, figure in figures.items():
+            paths += save_figure(figure, directory / stem, self.figure_dpi)
         write_json(directory / "run.json", self.record)
         paths.append(directory / "run.json")
         logger.info("wrote %s", ", ".join(p.name for p in paths))

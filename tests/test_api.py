@@ -43,9 +43,11 @@ def _public_objects():
             if inspect.isclass(obj):
                 for member in vars(obj):
                     attribute = inspect.getattr_static(obj, member)
-                    if member.startswith("_") or not isinstance(
-                        attribute, property | staticmethod | classmethod
-                    ) and not inspect.isfunction(attribute):
+                    if (
+                        member.startswith("_")
+                        or not isinstance(attribute, property | staticmethod | classmethod)
+                        and not inspect.isfunction(attribute)
+                    ):
                         continue
                     yield f"{module_name}.{name}.{member}", getattr(obj, member)
 
