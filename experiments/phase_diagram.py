@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from attnphase.experiments.figures import gap_figure, phase_diagram_figure
 from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
 from attnphase.experiments.scan_study import scan, scan_identity, scan_options
-from attnphase.experiments.storage import exclusive, read_json, read_table, remove_path, start_run
+from attnphase.experiments.storage import CorruptResultsError, exclusive, read_json, read_table, remove_path, start_run
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel, InputTypeError, Interval
 from attnphase.saddle.validation import ParameterError, check
@@ -69,24 +69,38 @@ def unit_names(models: Sequence[AttentionModel]) -> list[str]:
 def run_unit(
     model: AttentionModel, alphas: Sequence[float], options: dict[str, object], directory: Path, threads: int
 ) -> UnitTables:
-    """One scan into ``directory`` (skipped if a complete scan of the same declaration and options is
-    there; a partial one is removed first), then its tables read back from disk. ``threads``: numba
-    threads of this worker (0: leave numba's default)."""
+    """The tables of one scan in ``directory``: read back if it holds a complete scan of the same
+    declaration and options, else computed afresh (a partial or unreadable one is removed first).
+    ``threads``: numba threads of this worker (0: leave numba's default)."""
     if threads:
         import numba
 
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    record = read_json(directory / "run.json") if (directory / "run.json").exists() else None
     identity = scan_identity(model, {"alphas": [float(a) for a in alphas], **options})
-    if not _complete(record, identity):
+    try:
+        finished = _finished_unit(directory, identity)
+    except CorruptResultsError as error:
+        logger.warning("%s; the scan is computed again", error)
+        finished = None
+    if finished is None:
         remove_path(directory)
         scan(model, alphas, **options, out=directory, progress=False)
-        record = read_json(directory / "run.json")
+        finished = _finished_unit(directory, identity)
+        assert finished is not None, f"{directory}: the scan did not finish"
+    return finished
+
+
+def _finished_unit(directory: Path, identity: dict[str, object]) -> UnitTables | None:
+    """The tables of a complete scan of ``identity`` in ``directory``, or ``None`` if there is none
+    (raises :class:`~attnphase.experiments.storage.CorruptResultsError` if a file cannot be read)."""
+    record = read_json(directory / "run.json")
+    if not _complete(record, identity):
+        return None
     return UnitTables(
         branches=read_table(directory / "branches.csv"),
         thresholds=read_table(directory / "thresholds.csv"),
         transitions=read_table(directory / "transitions.csv"),
-        seconds=float(record.get("seconds", float("nan"))) if record else float("nan"),
+        seconds=float(record.get("seconds", float("nan"))),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import numpy as np
@@ -100,6 +101,18 @@ def test_a_killed_run_resumes_to_identical_tables(uninterrupted, tmp_path, monke
     monkeypatch.setattr(module, "scan", lambda model, *a, **k: counting.append(model) or real_scan(model, *a, **k))
     phase_diagram(models(), ALPHAS, **OPTIONS, out=tmp_path, progress=False)
     assert [m.teacher.omega for m in counting] == [OMEGAS[1]]  # the finished unit is read back
+    for name in TABLES:
+        assert (tmp_path / name).read_text() == (reference / name).read_text(), name
+
+
+def test_a_corrupt_unit_is_computed_again(uninterrupted, tmp_path, caplog):
+    _, reference = uninterrupted
+    shutil.copytree(reference, tmp_path, dirs_exist_ok=True)
+    table = tmp_path / "units" / "1_omega=0.32" / "branches.csv"
+    table.write_text(table.read_text()[:-40])  # cut off mid-line
+    with caplog.at_level(logging.WARNING, logger="attnphase"):
+        phase_diagram(models(), ALPHAS, **OPTIONS, out=tmp_path, progress=False)
+    assert any("branches.csv" in r.getMessage() and "computed again" in r.getMessage() for r in caplog.records)
     for name in TABLES:
         assert (tmp_path / name).read_text() == (reference / name).read_text(), name
 
