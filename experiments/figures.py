@@ -91,12 +91,18 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
     return fig
 
 
+def _swept(table: pd.DataFrame, first_result: str) -> tuple[list[str], list[str]]:
+    """The parameter columns of a phase diagram's table (those between ``unit`` and the table's
+    ``first_result`` column) and, of those, the ones whose value varies across units."""
+    columns = list(table.columns)
+    parameters = columns[columns.index("unit") + 1 : columns.index(first_result)]
+    return parameters, [p for p in parameters if table[p].nunique() > 1]
+
+
 def _parameters(thresholds: pd.DataFrame) -> tuple[str, list[str]]:
     """The swept parameter (the first whose value varies across units, else the first) and the
     other varying parameters, which make one panel per combination."""
-    columns = list(thresholds.columns)
-    parameters = columns[columns.index("unit") + 1 : columns.index("alpha_c")]
-    varying = [p for p in parameters if thresholds[p].nunique() > 1]
+    parameters, varying = _swept(thresholds, "alpha_c")
     axis = varying[0] if varying else parameters[0]
     return axis, varying[1:]
 
@@ -188,9 +194,7 @@ def gap_figure(branches: pd.DataFrame, low: str, high: str) -> Figure:
     fig = Figure(figsize=(6, 4.5), layout="constrained")
     ax = fig.add_subplot()
     ok = branches[branches["converged"].astype(bool)]
-    columns = list(branches.columns)
-    parameters = columns[columns.index("unit") + 1 : columns.index("alpha")]
-    varying = [p for p in parameters if branches[p].nunique() > 1]
+    _, varying = _swept(branches, "alpha")
     for unit, group in ok.groupby("unit", sort=True):
         pivot = group.pivot_table(index="alpha", columns="branch", values="train_loss")
         if {low, high} <= set(pivot.columns):

@@ -18,7 +18,6 @@ same tables as one that was never interrupted. At most one unit per worker is lo
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -34,7 +33,15 @@ from matplotlib.figure import Figure
 from attnphase.experiments.figures import gap_figure, phase_diagram_figure
 from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
 from attnphase.experiments.scan_study import scan, scan_identity, scan_options
-from attnphase.experiments.storage import CorruptResultsError, exclusive, read_json, read_table, remove_path, start_run
+from attnphase.experiments.storage import (
+    CorruptResultsError,
+    exclusive,
+    identity_differences,
+    read_json,
+    read_table,
+    remove_path,
+    start_run,
+)
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel, InputTypeError, Interval
 from attnphase.saddle.validation import ParameterError, check
@@ -106,10 +113,7 @@ def _finished_unit(directory: Path, identity: dict[str, object]) -> UnitTables |
 
 def _complete(record: dict[str, object] | None, identity: dict[str, object]) -> bool:
     """Whether ``record`` (a unit's ``run.json``) is a finished scan of ``identity``."""
-    if record is None or record.get("status") != "complete":
-        return False
-    wanted = json.loads(json.dumps(identity, default=str))
-    return all(record.get(key) == value for key, value in wanted.items())
+    return record is not None and record.get("status") == "complete" and not identity_differences(identity, record)
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,11 +140,11 @@ class PhaseDiagramResult(StudyResult):
 
     def _gathered(self, name: str) -> pd.DataFrame:
         frames = []
-        for model, unit in zip(self.models, self.units, strict=True):
+        for unit_name, model, unit in zip(self.names, self.models, self.units, strict=True):
             table = getattr(unit, name)
             parameters = model.parameters()
             frame = table.drop(columns=[c for c in parameters if c in table.columns])
-            frame.insert(0, "unit", self.names[len(frames)])
+            frame.insert(0, "unit", unit_name)
             for position, (key, value) in enumerate(parameters.items()):
                 frame.insert(position + 1, key, value)
             frames.append(frame)
@@ -252,14 +256,15 @@ def phase_diagram(
 
     ``jobs``: local worker processes (each with ``cpu_count // jobs`` numba threads; ``1`` runs in
     this process); ``scheduler``: the address of a Dask scheduler (``tcp://host:8786``) to run the
-    units on instead; its workers must see ``out`` on a shared file system. ``out``: the output
+    units on instead, with numba's default threads on each worker; its workers must see ``out`` on a
+    shared file system. ``out``: the output
     directory (a temporary one if ``None``), held for the whole run; a rerun with the same models
     and options resumes unit by unit, other settings are refused unless ``overwrite``.
     """
     models = _checked_models(models)
     grid = parse_alphas(alphas)
     options = scan_options(quadrature, order, seed, conjugate_form, threshold_order)
-    jobs = _checked_jobs(jobs)
+    jobs = int(check(jobs, "jobs", JOBS))
     temporary = tempfile.TemporaryDirectory(prefix="attnphase-phase-diagram-") if out is None else nullcontext()
     with temporary as scratch:
         directory = output_directory(out if out is not None else scratch)
@@ -269,7 +274,8 @@ def phase_diagram(
             units_directory = directory / UNITS
             units_directory.mkdir(exist_ok=True)
             names = unit_names(models)
-            threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 or scheduler else 0
+            # local workers share this machine's cores; a cluster's workers keep their own default
+            threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 and scheduler is None else 0
             started = time.perf_counter()
             tasks = (
                 joblib.delayed(run_unit)(model, grid.tolist(), options, units_directory / name, threads)
@@ -299,7 +305,3 @@ def _checked_models(models: Sequence[AttentionModel]) -> list[AttentionModel]:
     if len({m.structure() for m in models}) > 1:
         raise ParameterError("models must share one structure (they may differ only in their numbers)")
     return models
-
-
-def _checked_jobs(jobs: int) -> int:
-    return int(check(jobs, "jobs", JOBS))

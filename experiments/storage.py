@@ -242,6 +242,15 @@ def _differences(here: object, there: object, path: str = "") -> list[tuple[str,
     return [] if here == there else [(path, here, there)]
 
 
+def identity_differences(
+    identity: Mapping[str, object], record: Mapping[str, object]
+) -> list[tuple[str, object, object]]:
+    """Where the ``run.json`` ``record`` is not a run of ``identity``: each setting (dotted path, value
+    here, value there) that differs, compared by value as :func:`write_json` writes it."""
+    wanted = _normalised(dict(identity))
+    return _differences(wanted, {key: record.get(key) for key in wanted})
+
+
 def _shown(value: object, limit: int = 80) -> str:
     text = json.dumps(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -292,7 +301,7 @@ def start_run(
                 )
             loaded = None
         else:
-            differences = _differences(wanted, {key: previous.get(key) for key in wanted})
+            differences = identity_differences(identity, previous)
             if differences:
                 described = "; ".join(
                     f"{name} differs: {_shown(here)} here, {_shown(there)} in {run_file}"
