@@ -53,7 +53,10 @@ class ReplicaSystem:
     Equations
         ``conjugate_updates[Xhat]``: in terms of ``alpha`` and the placeholders
         ``expectations[X] = E[dM/dX at prox]``; ``order_updates[X]``: closed form in the
-        conjugates; ``free_entropy`` with the placeholder ``psi_out``.
+        conjugates; ``free_entropy`` with the placeholder ``psi_out``;
+        ``free_entropy_gradient[X] = dPhi/dX`` at fixed conjugates (``d trace/dX - alpha E[dM/dX]``),
+        zero at a fixed point and the gradient of the constrained training loss elsewhere
+        (:meth:`constrained`).
     """
 
     model: AttentionModel
@@ -84,6 +87,7 @@ class ReplicaSystem:
     free_entropy: sp.Expr
     regulariser_energy: sp.Expr
     test_error_integrand: sp.Expr
+    free_entropy_gradient: dict[sp.Symbol, sp.Expr]
 
     @property
     def entries(self) -> tuple[OrderParameter, ...]:
@@ -107,6 +111,11 @@ class ReplicaSystem:
         eqs += [sp.Eq(sym, rhs) for sym, rhs in self.order_updates.items()]
         return eqs
 
+    def constrained(self, fixed: Iterable[str]) -> ConstrainedSystem:
+        """The saddle point with the order-parameter entries named in ``fixed`` held at given values
+        (THEORY.md sec. 3-4): the lowest training loss among all weights with those overlaps."""
+        return ConstrainedSystem.of(self, tuple(fixed))
+
     def constant_values(self) -> dict[sp.Symbol, float]:
         """The value of each named constant (``self.constants``) in this system's declaration."""
         values = self.model.constants()
@@ -126,6 +135,58 @@ class ReplicaSystem:
     def latex(self) -> str:
         """LaTeX source of :meth:`equations_document` (one ``align*`` per section)."""
         return self.equations_document().latex()
+
+
+@dataclass(frozen=True, eq=False)
+class ConstrainedSystem:
+    """The free entropy made stationary in every order parameter but the ``fixed`` ones.
+
+    Holding an entry ``X`` at a value ``X0`` (a delta function on ``X(Q)`` in the replica
+    computation) drops its stationarity condition ``dPhi/dX = 0``; its conjugate ``Xhat`` becomes a
+    Lagrange multiplier, fixed by ``dPhi/dXhat = 0``, i.e. by ``order_updates[X] = X0``. Every other
+    equation is unchanged (THEORY.md sec. 4). ``eps(X0) = -Phi`` at that point is the lowest training
+    loss among all weights whose overlaps are ``X0`` (the landscape in the overlaps), and by the
+    envelope theorem its gradient is ``d eps/dX0 = -dPhi/dX`` at that point: ``-free_entropy_gradient``.
+    At a fixed point of the full system the multiplier equals the energetic conjugate and the
+    gradient vanishes.
+    """
+
+    system: ReplicaSystem
+    fixed: tuple[OrderParameter, ...]
+    values: tuple[sp.Symbol, ...]  # the held values X0, one per fixed entry
+    gradient: dict[sp.Symbol, sp.Expr]  # d eps / d X0 for each fixed entry
+
+    @classmethod
+    def of(cls, system: ReplicaSystem, names: tuple[str, ...]) -> ConstrainedSystem:
+        """The constrained system holding the entries called ``names`` (``ValueError`` naming the
+        entries otherwise)."""
+        by_name = {e.name: e for e in system.entries}
+        unknown = [n for n in names if n not in by_name]
+        if unknown or not names or len(set(names)) != len(names):
+            allowed, got = ", ".join(by_name), ", ".join(names) or "none"
+            raise ValueError(f"fixed must name distinct order parameters among {allowed}; got {got}")
+        fixed = tuple(by_name[n] for n in names)
+        return cls(
+            system=system,
+            fixed=fixed,
+            values=tuple(sp.Symbol(f"{e.name}_0", real=True) for e in fixed),
+            gradient={e.symbol: -system.free_entropy_gradient[e.symbol] for e in fixed},
+        )
+
+    @property
+    def multipliers(self) -> tuple[sp.Symbol, ...]:
+        """The conjugates of the fixed entries, which act as Lagrange multipliers."""
+        return tuple(e.conjugate for e in self.fixed)
+
+    def equations(self) -> list[sp.Eq]:
+        """The constrained saddle-point equations: the energetic updates of the conjugates of the
+        free entries, the entropic updates of the free entries, and the constraints
+        ``X0 = order_updates[X]`` that fix the multipliers."""
+        s, held = self.system, {e.symbol for e in self.fixed}
+        eqs = [sp.Eq(e.conjugate, s.conjugate_updates[e.conjugate]) for e in s.entries if e.symbol not in held]
+        eqs += [sp.Eq(e.symbol, s.order_updates[e.symbol]) for e in s.entries if e.symbol not in held]
+        eqs += [sp.Eq(x0, s.order_updates[e.symbol]) for e, x0 in zip(self.fixed, self.values, strict=True)]
+        return eqs
 
 
 def _cholesky(matrix: sp.Matrix) -> sp.Matrix:
@@ -298,6 +359,9 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     conjugate_updates = {e.conjugate: conjugate_updates[e.conjugate] for e in par.entries}
     order_updates = {e.symbol: order_updates[e.symbol] for e in par.entries}
 
+    free_entropy_gradient = {
+        e.symbol: sp.diff(trace_terms, e.symbol) - alpha * expectations[e.symbol] for e in par.entries
+    }
     regulariser_energy = sp.simplify(-lam * sp.diff(psi_w, lam))
     test_error = sp.Rational(2, L) * loss.subs(dict(zip(z_flat, tuple(omega), strict=True)))
 
@@ -330,6 +394,7 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         free_entropy=free_entropy,
         regulariser_energy=regulariser_energy,
         test_error_integrand=test_error,
+        free_entropy_gradient=free_entropy_gradient,
     )
 
 
@@ -352,4 +417,4 @@ def _solve_linear(expression: sp.Expr, unknown: sp.Symbol) -> sp.Expr:
     return sp.simplify(-expression.subs(unknown, 0) / slope)
 
 
-__all__ = ["FAMILIES", "HAT_NAMES", "ReplicaSystem", "derive"]
+__all__ = ["FAMILIES", "HAT_NAMES", "ConstrainedSystem", "ReplicaSystem", "derive"]

@@ -61,6 +61,7 @@ class CompiledSystem:
     entropic: Callable[..., np.ndarray]
     trace: Callable[..., np.ndarray]
     regulariser: Callable[..., np.ndarray]
+    gradient: Callable[..., np.ndarray]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -156,4 +157,7 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
         entropic=scalar([conj, consts], [system.entropic_potential]),
         trace=scalar([params, conj], [system.trace_terms]),
         regulariser=scalar([conj, consts], [system.regulariser_energy]),
+        gradient=_lambdify_vector(
+            [[system.alpha], expectations, params, conj, consts], [system.free_entropy_gradient[s] for s in params]
+        ),
     )

@@ -28,6 +28,7 @@ from attnphase.saddle.branches import Branch
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 
 PointCallback = Callable[[FixedPoint], None]
+PointFinisher = Callable[[FixedPoint], FixedPoint]
 MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step
 #: Anchors tried per branch by default: both ends and the middle of the grid (one more in a gap
 #: where the middle is covered).
@@ -111,6 +112,7 @@ def _sweep(
     known: dict[float, FixedPoint],
     on_point: PointCallback,
     max_halvings: int,
+    finish: PointFinisher,
 ) -> tuple[list[FixedPoint], BranchEnd | None]:
     """Continue ``start`` through ``targets`` (in order); the points found and where the piece ended."""
     history = [start]
@@ -127,9 +129,11 @@ def _sweep(
             if point.converged:
                 return found, BranchEnd(history[-1].alpha, direction, MERGED, point.alpha, point.branch)
             if point.branch == branch.name:  # kept, flagged: non-convergence is never silent
+                point = finish(point)
                 found.append(point)
                 on_point(point)
             return found, BranchEnd(history[-1].alpha, direction, FAILED, point.alpha, point.status)
+        point = finish(point)
         found.append(point)
         on_point(point)
         history.append(point)
@@ -202,14 +206,16 @@ def trace_branch(
     on_point: PointCallback | None = None,
     max_halvings: int = 2,
     max_anchors: int = MAX_ANCHORS,
+    finish: PointFinisher | None = None,
 ) -> BranchTrace:
     """Every point of ``branch`` at ``alphas`` that anchors at up to ``max_anchors`` alphas and their
     continuations find (module docstring). ``known`` converged points of the branch (e.g. from an
-    interrupted run) are reused, not recomputed; ``on_point`` is called with every newly computed
-    point of the trace."""
+    interrupted run) are reused, not recomputed; every newly computed point of the trace is passed
+    through ``finish`` (e.g. to assess its stability) and then to ``on_point``."""
     grid = sorted({float(a) for a in alphas})
     known_map = {p.alpha: p for p in known if p.branch == branch.name and p.converged and p.alpha in grid}
     notify = on_point or (lambda _p: None)
+    finish = finish or (lambda p: p)
     covered: dict[float, FixedPoint] = {}
     points: dict[float, FixedPoint] = {}
     ends: list[BranchEnd] = []
@@ -226,6 +232,8 @@ def trace_branch(
             anchor = known_map[alpha]
         else:
             anchor = solver.anchor(alpha, branch)
+            if anchor.branch == branch.name:  # a point of another branch is not kept
+                anchor = finish(anchor)
         anchors.append(Anchor(alpha, anchor.branch if anchor.converged else None, anchor.status))
         if not solver.on_branch(anchor, branch):
             if not anchor.converged and anchor.branch == branch.name:  # kept, flagged: never silent
@@ -243,7 +251,7 @@ def trace_branch(
                 if target in covered:  # another piece is there: the two join
                     break
                 targets.append(target)
-            found, end = _sweep(solver, branch, anchor, targets, known_map, notify, max_halvings)
+            found, end = _sweep(solver, branch, anchor, targets, known_map, notify, max_halvings, finish)
             for point in found:
                 points[point.alpha] = point
                 if point.converged:

@@ -17,7 +17,7 @@ is repeated with all of them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -42,6 +42,9 @@ CONVERGED = "converged"
 STATUS_SEPARATOR = "; "
 #: A node's prox has converged when the gradient of the envelope there is below this.
 PROX_GRADIENT_TOLERANCE = 1e-7
+
+#: Column prefix of the curvature of the training loss in an overlap family (``curvature_m``).
+CURVATURE_PREFIX = "curvature_"
 
 #: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
 NEGLIGIBLE_OVERLAP = 1e-3
@@ -135,6 +138,9 @@ class FixedPoint:
     quadrature: str
     conjugate_form: str
     status: str = CONVERGED  # CONVERGED, or "check: detail" for every failed check, joined by "; "
+    # smallest eigenvalue of the training loss's Hessian block per overlap family (saddle/landscape.py)
+    curvature: Mapping[str, float] = field(default_factory=dict)
+    stable: bool | None = None  # Hessian positive definite; None where not assessed
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
@@ -172,6 +178,12 @@ class FixedPoint:
             quadrature=str(row["quadrature"]),
             conjugate_form=str(row["conjugate_form"]),
             status=str(row.get("status", CONVERGED if converged else "residual: not recorded")),
+            curvature={
+                str(k).removeprefix(CURVATURE_PREFIX): float(v)
+                for k, v in row.items()
+                if str(k).startswith(CURVATURE_PREFIX)
+            },
+            stable={"true": True, "1": True, "false": False, "0": False}.get(str(row.get("stable", "")).lower()),
         )
 
     def row(self) -> dict[str, object]:
@@ -185,6 +197,8 @@ class FixedPoint:
             energy=self.energy,
             line_correction=self.line_correction,
             test_error=self.test_error,
+            stable=self.stable,
+            **{CURVATURE_PREFIX + family: float(c) for family, c in self.curvature.items()},
             converged=self.converged,
             status=self.status,
             residual=self.residual,
@@ -210,6 +224,7 @@ class Evaluation:
     prox_unconverged_weight: float  # quadrature weight of the nodes whose prox has not converged
     z: np.ndarray  # the prox at every node
     envelope_values: np.ndarray  # M* at every node
+    expectations: np.ndarray  # E[dM/dX at prox] per order parameter (in the settings' conjugate form)
 
 
 class SaddlePointSolver:
@@ -359,6 +374,7 @@ class SaddlePointSolver:
             float(self.weights[unconverged].sum()),
             z,
             value,
+            integrals[2:],
         )
 
     def kink_correction(self, params: np.ndarray, z: np.ndarray, values: np.ndarray) -> float:
@@ -590,24 +606,28 @@ class SaddlePointSolver:
             g = evaluate(x).updated[free] - x
             return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
 
-        x0 = start[free]
-        jac_out = None
-        if self.settings.method == "damped":
-            x = self._damped(residual, x0)
-        else:
-            x, jac_out = self._broyden(residual, x0, jacobian) if self.settings.method == "broyden" else (None, None)
-            if x is None or np.abs(residual(x)).max() > self.settings.tolerance:
-                begin = x0 if x is None else x
-                sol = scipy.optimize.root(
-                    residual, begin, method="hybr", options={"xtol": 1e-14, "maxfev": self.settings.max_evaluations}
-                )
-                if np.abs(residual(sol.x)).max() < np.abs(residual(begin)).max():
-                    x, jac_out = sol.x, None
-                else:
-                    x = begin
+        x, jac_out = self.root(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
         return full, jac_out, len(cache)
+
+    def root(self, residual, x0: np.ndarray, jacobian: np.ndarray | None = None):
+        """A root of ``residual`` from ``x0`` by the settings' ``method`` (Broyden from ``jacobian``
+        or a finite-difference one, then Powell's hybrid method if that falls short of the tolerance;
+        or damped iteration of ``x + residual``): the best iterate found and the final Jacobian
+        estimate, if any."""
+        if self.settings.method == "damped":
+            return self._damped(residual, x0), None
+        x, jac_out = self._broyden(residual, x0, jacobian) if self.settings.method == "broyden" else (None, None)
+        if x is None or np.abs(residual(x)).max() > self.settings.tolerance:
+            begin = x0 if x is None else x
+            sol = scipy.optimize.root(
+                residual, begin, method="hybr", options={"xtol": 1e-14, "maxfev": self.settings.max_evaluations}
+            )
+            if np.abs(residual(sol.x)).max() < np.abs(residual(begin)).max():
+                return sol.x, None
+            return begin, jac_out
+        return x, jac_out
 
     def _broyden(self, residual, x0: np.ndarray, jacobian: np.ndarray | None):
         """Quasi-Newton iteration with Broyden's good update and a backtracking step.

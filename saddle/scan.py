@@ -19,6 +19,7 @@ from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.compiled import compile_system
 from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_branch
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
+from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.thresholds import (
     ABSENT,
@@ -63,12 +64,16 @@ def run_scan(
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
 ) -> ScanSolution:
-    """Trace every branch of the solver's model over ``alphas`` (:func:`make_solver`); then the changes
-    of global minimum, alpha_c (the declared change, found by the training losses) and alpha_l (where
-    the global minimum's test error crosses ``reference_error``)."""
+    """Trace every branch of the solver's model over ``alphas`` (:func:`make_solver`), every point with
+    its stability (:func:`saddle.landscape.assess`); then the changes of global minimum, alpha_c (the
+    declared change, found by the training losses) and alpha_l (where the global minimum's test error
+    crosses ``reference_error``)."""
     model = solver.compiled.system.model
     known = list(known)
-    traces = {b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point) for b in solver.branches}
+    traces = {
+        b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point, finish=lambda p: assess(solver, p))
+        for b in solver.branches
+    }
     named = {b.name: b for b in solver.branches}
     low, high = model.labels.critical
     if low in named and high in named:

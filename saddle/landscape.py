@@ -1,0 +1,285 @@
+"""The training loss at fixed overlaps, and the stability of fixed points (THEORY.md sec. 3-5).
+
+Holding chosen order-parameter entries ``X`` at values ``X0`` and solving every other saddle-point
+equation, with the conjugates of ``X`` as Lagrange multipliers
+(:class:`~attnphase.replica.saddle_equations.ConstrainedSystem`), gives ``eps(X0) = -Phi``: the
+lowest training loss among all weights whose overlaps are ``X0``. Over the overlap entries this is
+the loss landscape in the overlap plane; its gradient ``-dPhi/dX`` comes with every point, and its
+stationary points are the fixed points of the full system.
+
+A fixed point is stable when the Hessian of ``eps`` in all overlap entries is positive definite
+there (:func:`stability`): a local minimum of the training loss. ``eps`` is even in every overlap
+family a branch holds at zero (the symmetry that flips the family), so the Hessian has no block
+between such a family and the others; a negative curvature in that family means weights with lower
+training loss off the branch, and where it changes sign along a branch a branch with that family
+non-zero is born.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from attnphase.saddle.fixed_point import CONVERGED, STATUS_SEPARATOR, Evaluation, FixedPoint, SaddlePointSolver
+from attnphase.saddle.validation import check_alpha
+
+#: Step of the finite differences of the gradient, as a fraction of each entry's Cauchy-Schwarz bound.
+HESSIAN_STEP = 1e-2
+
+
+@dataclass(frozen=True)
+class ConstrainedPoint:
+    """A saddle point with the entries ``fixed`` held at ``held`` (:class:`ConstrainedSolver`)."""
+
+    alpha: float
+    fixed: tuple[str, ...]
+    held: np.ndarray
+    names: tuple[str, ...]
+    conjugate_names: tuple[str, ...]
+    values: np.ndarray  # every order parameter, the fixed ones equal to ``held``
+    conjugates: np.ndarray  # the multipliers in the places of the fixed entries' conjugates
+    gradient: np.ndarray  # d eps / d held
+    train_loss: float  # eps = -Phi
+    energy: float  # alpha E[l(prox, h*)] + E[R]/d, equal to train_loss - line_correction
+    line_correction: float
+    residual: float  # max |F(x) - x| / (1 + |x|) over the free entries and the constraints
+    converged: bool
+    iterations: int
+    prox_unconverged: int
+    status: str = CONVERGED
+
+    def row(self) -> dict[str, object]:
+        """One tidy table row: the held values, every parameter, multiplier and gradient entry
+        (``grad_<name>``), and the checks."""
+        row: dict[str, object] = {"alpha": self.alpha}
+        row.update({n: float(v) for n, v in zip(self.names, self.values, strict=True)})
+        row.update({n: float(v) for n, v in zip(self.conjugate_names, self.conjugates, strict=True)})
+        row.update({f"grad_{n}": float(g) for n, g in zip(self.fixed, self.gradient, strict=True)})
+        row.update(
+            train_loss=self.train_loss,
+            energy=self.energy,
+            line_correction=self.line_correction,
+            converged=self.converged,
+            status=self.status,
+            residual=self.residual,
+            iterations=self.iterations,
+            prox_unconverged=self.prox_unconverged,
+        )
+        return row
+
+
+class ConstrainedSolver:
+    """Solve the saddle-point equations with the order-parameter entries ``fixed`` held at given
+    values (:meth:`ReplicaSystem.constrained`), on the rule and prox policy of ``solver``.
+
+    The unknowns are the free order parameters and one multiplier per fixed entry; the equations are
+    ``F(x) = x`` on the free entries, with the multipliers in place of the fixed entries' energetic
+    conjugates, and ``order_updates[X] = X0`` on the fixed ones. Entries of the families in
+    ``zero`` are held at zero without a multiplier (an invariant subspace of the equations:
+    :mod:`saddle.branches`). Each solve starts from the Jacobian estimate of the previous one, so a
+    sequence of neighbouring points (a grid, the columns of a Hessian) is solved as a continuation.
+    """
+
+    def __init__(self, solver: SaddlePointSolver, fixed: Sequence[str], zero: Sequence[str] = ()) -> None:
+        self.solver = solver
+        self.system = solver.compiled.system.constrained(fixed)
+        names = solver.names
+        self.fixed_index = np.array([names.index(e.name) for e in self.system.fixed])
+        fixed_mask = np.zeros(len(names), dtype=bool)
+        fixed_mask[self.fixed_index] = True
+        self.free = ~fixed_mask & np.array([f not in zero for f in solver.families])
+        self.zero = ~fixed_mask & ~self.free
+        self._jacobian: np.ndarray | None = None  # the last solve's, reused by the next (neighbouring) one
+
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        """The names of the held entries."""
+        return tuple(e.name for e in self.system.fixed)
+
+    def solve(
+        self,
+        alpha: float,
+        held: Sequence[float],
+        initial: np.ndarray,
+        multipliers: np.ndarray | None = None,
+        correct_kinks: bool = True,
+    ) -> ConstrainedPoint:
+        """The constrained saddle point at ``alpha`` with the fixed entries at ``held``, from the
+        order parameters ``initial`` (and ``multipliers``, by default the energetic conjugates there),
+        and if that fails from the generic guess (:meth:`SaddlePointSolver.generic_guess`);
+        ``correct_kinks``: correct ``E[M*]`` for the kinks along lines (:meth:`SaddlePointSolver.kink_correction`),
+        as the fixed points' training losses are."""
+        check_alpha(alpha)
+        held = np.asarray(held, dtype=float)
+        if held.shape != self.fixed_index.shape or not np.all(np.isfinite(held)):
+            raise ValueError(f"held must be {self.fixed_index.size} finite values for {', '.join(self.fixed)}")
+        point = self._solve_from(alpha, held, np.asarray(initial, dtype=float), multipliers, correct_kinks)
+        if not point.converged:  # the generic guess, and no Jacobian from elsewhere
+            self._jacobian = None
+            retry = self._solve_from(alpha, held, self.solver.generic_guess(), None, correct_kinks)
+            point = retry if retry.converged or retry.residual < point.residual else point
+        return point
+
+    def _solve_from(self, alpha, held, initial, multipliers, correct_kinks) -> ConstrainedPoint:
+        start = self._params(initial[self.free], held, initial)
+        if multipliers is None:
+            with np.errstate(all="ignore"):
+                multipliers = self.solver.evaluate(start, alpha, thorough=False).conjugates[self.fixed_index]
+        evaluations = 0
+        unknowns = np.concatenate([start[self.free], multipliers])
+        for thorough in (False, True):
+            cache: dict[bytes, Evaluation] = {}
+
+            def residual(u: np.ndarray, cache=cache, thorough=thorough) -> np.ndarray:
+                params = self._params(u[: self.free.sum()], held, start)
+                key = params.tobytes()
+                if key not in cache:
+                    with np.errstate(all="ignore"):
+                        cache[key] = self.solver.evaluate(params, alpha, thorough)
+                g = self._equations(cache[key], u, held)
+                return g if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
+
+            unknowns, jacobian = self.solver.root(residual, unknowns, None if thorough else self._jacobian)
+            if not thorough and jacobian is not None:
+                self._jacobian = jacobian
+            evaluations += len(cache)
+            point = self.observe(alpha, held, unknowns, evaluations, correct_kinks)
+            if point.converged:
+                return point
+        return point
+
+    def _params(self, free_values: np.ndarray, held: np.ndarray, like: np.ndarray) -> np.ndarray:
+        params = np.array(like, dtype=float)
+        params[self.free] = free_values
+        params[self.fixed_index] = held
+        params[self.zero] = 0.0
+        return params
+
+    def _conjugates(self, ev: Evaluation, multipliers: np.ndarray) -> np.ndarray:
+        conjugates = ev.conjugates.copy()
+        conjugates[self.fixed_index] = multipliers
+        return conjugates
+
+    def _equations(self, ev: Evaluation, unknowns: np.ndarray, held: np.ndarray) -> np.ndarray:
+        """The scaled residuals of the free entries' updates and of the constraints."""
+        n_free = int(self.free.sum())
+        x, multipliers = unknowns[:n_free], unknowns[n_free:]
+        updated = self.solver.compiled.orders(self._conjugates(ev, multipliers), self.solver.consts)
+        return np.concatenate(
+            [(updated[self.free] - x) / (1.0 + np.abs(x)), (updated[self.fixed_index] - held) / (1.0 + np.abs(held))]
+        )
+
+    def observe(
+        self, alpha: float, held: np.ndarray, unknowns: np.ndarray, evaluations: int = 0, correct_kinks: bool = True
+    ) -> ConstrainedPoint:
+        """The constrained point given by ``unknowns`` (free entries, then multipliers), with its
+        training loss, gradient and the checks of :meth:`SaddlePointSolver.diagnose`, from one
+        evaluation with all prox starts."""
+        solver, compiled = self.solver, self.solver.compiled
+        n_free = int(self.free.sum())
+        params = self._params(unknowns[:n_free], held, np.zeros(len(solver.names)))
+        with np.errstate(all="ignore"):
+            ev = solver.evaluate(params, alpha, thorough=True)
+            conjugates = self._conjugates(ev, unknowns[n_free:])
+            equations = self._equations(ev, unknowns, held)
+            residual = float(np.abs(equations).max(initial=0.0)) if np.all(np.isfinite(equations)) else float("inf")
+            stationary = correct_kinks and bool(residual <= solver.settings.accept)
+            kink = solver.kink_correction(params, ev.z, ev.envelope_values) if stationary else 0.0
+            phi = solver._phi(params, conjugates, alpha, ev.mean_envelope + kink)
+            gradient = -compiled.gradient(np.array([alpha]), ev.expectations, params, conjugates, solver.consts)
+            observables = {
+                "train_loss": -phi,
+                "energy": float(alpha * ev.mean_loss + compiled.regulariser(conjugates, solver.consts)),
+                "line_correction": alpha * kink,
+            }
+            failed = solver.diagnose(params, replace(ev, conjugates=conjugates), residual, observables)
+        return ConstrainedPoint(
+            alpha=float(alpha),
+            fixed=self.fixed,
+            held=held.copy(),
+            names=solver.names,
+            conjugate_names=compiled.conjugate_names,
+            values=params,
+            conjugates=conjugates,
+            gradient=np.asarray(gradient, dtype=float)[self.fixed_index],
+            **observables,
+            residual=residual,
+            converged=not failed,
+            iterations=evaluations + 1,
+            prox_unconverged=ev.prox_unconverged,
+            status=STATUS_SEPARATOR.join(failed) if failed else CONVERGED,
+        )
+
+
+@dataclass(frozen=True)
+class Stability:
+    """The Hessian of the training loss in the overlap entries at a fixed point (:func:`stability`)."""
+
+    names: tuple[str, ...]  # the overlap entries, in the order of the Hessian's rows
+    families: tuple[str, ...]  # the family of each entry
+    hessian: np.ndarray
+    converged: bool  # every constrained solve behind the Hessian converged
+
+    def curvature(self, family: str) -> float:
+        """The smallest eigenvalue of the Hessian's block of ``family``: negative means weights with a
+        lower training loss nearby, along that family."""
+        rows = [i for i, f in enumerate(self.families) if f == family]
+        return float(np.linalg.eigvalsh(self.hessian[np.ix_(rows, rows)]).min())
+
+    @property
+    def stable(self) -> bool:
+        """The Hessian is positive definite: a local minimum of the training loss."""
+        return bool(np.linalg.eigvalsh(self.hessian).min() > 0)
+
+
+def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
+    """The Hessian of ``eps`` in every overlap entry at the fixed point ``point`` (THEORY.md sec. 3):
+    every overlap entry held at its value, each moved in turn by ``delta``, ``step`` times its
+    Cauchy-Schwarz bound, and the column read off the gradients at the moved points. In a family that
+    is zero at the point ``eps`` is even, and the column is ``gradient(delta) / delta`` (the gradient
+    vanishes at the fixed point) within the family and zero outside it; elsewhere it is the central
+    difference. Both are exact to order ``delta^2``. The constrained points need only their
+    gradient, so their ``E[M*]`` is not corrected for kinks."""
+    system = solver.compiled.system
+    index = [i for i, e in enumerate(system.entries) if e.family in system.overlap_families]
+    names = tuple(solver.names[i] for i in index)
+    families = tuple(solver.families[i] for i in index)
+    constrained = ConstrainedSolver(solver, names)
+    deltas = step * _bounds(solver, point.values, index, families)
+    centre = point.values[index]
+    held_at_zero = {f for f in families if np.all(centre[np.array(families) == f] == 0)}
+    hessian = np.zeros((len(index), len(index)))
+    converged = True
+    for j, delta in enumerate(deltas):
+        gradients = []
+        for sign in (1.0,) if families[j] in held_at_zero else (1.0, -1.0):
+            held = centre.copy()
+            held[j] += sign * delta
+            moved = constrained.solve(point.alpha, held, point.values, point.conjugates[index], correct_kinks=False)
+            converged &= moved.converged
+            gradients.append(sign * moved.gradient)
+        hessian[:, j] = np.mean(gradients, axis=0) / delta
+        if families[j] in held_at_zero:  # no mixed derivative with another family: eps is even in this one
+            hessian[np.array(families) != families[j], j] = 0.0
+    return Stability(names, families, (hessian + hessian.T) / 2, converged)
+
+
+def assess(solver: SaddlePointSolver, point: FixedPoint) -> FixedPoint:
+    """``point`` with its curvature per overlap family and whether it is a minimum (:func:`stability`);
+    NaN and ``None`` for a point that has not converged, or whose Hessian could not be computed."""
+    families = solver.compiled.system.overlap_families
+    if point.converged:
+        found = stability(solver, point)
+        if found.converged:
+            return replace(point, curvature={f: found.curvature(f) for f in families}, stable=found.stable)
+    return replace(point, curvature=dict.fromkeys(families, float("nan")), stable=None)
+
+
+def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int], families: Sequence[str]) -> np.ndarray:
+    """Each overlap entry's Cauchy-Schwarz bound, or the largest bound of its family's leading
+    entries where the entry has none of its own."""
+    bound = solver.overlap_bounds(values)[list(index)]
+    by_family: Mapping[str, float] = {f: bound[np.array(families) == f].max() for f in set(families)}
+    return np.array([b if b > 0 else by_family[f] or 1.0 for b, f in zip(bound, families, strict=True)])

@@ -1,0 +1,201 @@
+"""The training loss at fixed overlaps and the stability of fixed points (saddle/landscape.py).
+
+Every quantity is checked by another route: the constrained system at a fixed point against the
+unconstrained solve, its analytic gradient against differences of its training loss, its curvature
+against second differences, its stationary points against the fixed points, and the sign changes
+of the curvature against where branches are born.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+from attnphase.replica.declaration import (
+    AttentionModel,
+    DotProductAttention,
+    GaussianTokens,
+    MixedPositionalTeacher,
+    PositionalEncodings,
+    Ridge,
+    paper_model,
+)
+from attnphase.saddle.fixed_point import SolverSettings
+from attnphase.saddle.landscape import ConstrainedSolver, assess, stability
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.scan import make_solver
+
+SETTINGS = SolverSettings(quadrature=GaussHermite(14), test_quadrature=GaussHermite(14))
+#: (omega, sigma, lambda, A, alpha): the paper's setting and three others
+SETTINGS_GRID = [
+    (0.3, 0.5, 0.01, ((0.6, 0.4), (0.4, 0.6)), 1.25),
+    (0.2, 0.5, 0.01, ((0.6, 0.4), (0.4, 0.6)), 1.0),
+    (0.4, 0.7, 0.1, ((0.6, 0.4), (0.4, 0.6)), 1.5),
+    (0.3, 0.5, 0.01, ((0.3, 0.7), (0.8, 0.2)), 1.0),
+]
+
+
+def _solver(omega=0.3, sigma=0.5, lam=0.01, A=((0.6, 0.4), (0.4, 0.6))):
+    return make_solver(paper_model(omega=omega, sigma=sigma, lam=lam, A=A), SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return _solver()
+
+
+@pytest.fixture(scope="module")
+def positional(paper):
+    point = paper.anchor(1.25, paper.branch("positional"))
+    assert point.converged and point.branch == "positional"
+    return point
+
+
+@pytest.mark.parametrize(("omega", "sigma", "lam", "A", "alpha"), SETTINGS_GRID)
+def test_held_at_a_fixed_point_the_constrained_system_is_that_fixed_point(omega, sigma, lam, A, alpha):
+    """Holding m and theta at a fixed point's values gives back its q, V, conjugates (the multipliers
+    equal the energetic conjugates) and training loss, with zero gradient: every branch found."""
+    solver = _solver(omega, sigma, lam, A)
+    constrained = ConstrainedSolver(solver, ("m", "theta"))
+    found = 0
+    for branch in solver.branches:
+        point = solver.anchor(alpha, branch)
+        if not point.converged:
+            continue
+        found += 1
+        held = constrained.solve(alpha, [point["m"], point["theta"]], solver.generic_guess())
+        assert held.converged, held.status
+        assert held.values == pytest.approx(point.values, rel=1e-6, abs=1e-9)
+        assert held.conjugates == pytest.approx(point.conjugates, rel=1e-5, abs=1e-8)
+        assert held.energy == pytest.approx(point.energy, rel=1e-8)
+        uncorrected = held.train_loss - held.line_correction
+        assert uncorrected == pytest.approx(point.train_loss - point.line_correction, rel=1e-8)
+        # the kink correction itself (~3e-3 of eps_t) can move by ~1 % under changes of 1e-10 in V
+        assert held.line_correction == pytest.approx(point.line_correction, rel=2e-2, abs=1e-12)
+        assert np.abs(held.gradient).max() < 1e-6
+    assert found >= 2
+
+
+def test_gradient_is_the_derivative_of_the_constrained_training_loss():
+    """At a point that is no fixed point, ``d eps/d m`` and ``d eps/d theta`` from the multipliers (score
+    form) equal central differences of the kink-corrected constrained training loss. Off the symmetric
+    subspaces the kinks of ``M*`` move with m and limit both to a few per cent on a 24-point rule."""
+    rule = GaussHermite(24)
+    constrained = ConstrainedSolver(make_solver(paper_model(), SolverSettings(quadrature=rule)), ("m", "theta"))
+    centre = np.array([0.15, 0.06])
+    point = constrained.solve(1.25, centre, constrained.solver.generic_guess())
+    assert point.converged, point.status
+    assert np.abs(point.gradient).min() > 1e-4  # far from stationary
+    h = 3e-3
+    for j in range(2):
+        step = np.eye(2)[j] * h
+        up, down = (constrained.solve(1.25, centre + s * step, point.values) for s in (1, -1))
+        assert up.converged and down.converged
+        assert (up.train_loss - down.train_loss) / (2 * h) == pytest.approx(point.gradient[j], rel=5e-2)
+
+
+def test_constrained_points_satisfy_the_energy_identity(paper):
+    """Away from the fixed points ``-Phi`` is still the training loss ``alpha E[l] + E[R]`` of the
+    constrained weights (THEORY.md sec. 5)."""
+    constrained = ConstrainedSolver(paper, ("m", "theta"))
+    initial = paper.generic_guess()
+    for held in ([0.05, 0.02], [0.3, 0.0], [0.0, 0.15], [0.2, 0.1]):
+        point = constrained.solve(1.25, held, initial)
+        assert point.converged, (held, point.status)
+        assert point.energy == pytest.approx(point.train_loss - point.line_correction, rel=1e-6), held
+        initial = point.values
+
+
+def test_stationary_point_of_the_landscape_is_the_positional_fixed_point(paper, positional):
+    """The root in m of ``d eps/d m`` along theta = 0 (found by bisection on constrained solves) is the
+    positional branch's m."""
+    constrained = ConstrainedSolver(paper, ("m", "theta"))
+
+    def slope(m: float) -> float:
+        point = constrained.solve(1.25, [m, 0.0], positional.values)
+        assert point.converged, point.status
+        return float(point.gradient[0])
+
+    assert slope(0.15) < 0 < slope(0.35)
+    root = scipy.optimize.brentq(slope, 0.15, 0.35, xtol=1e-10)
+    assert root == pytest.approx(positional["m"], rel=1e-6)
+
+
+def test_hessian_agrees_with_second_differences_of_the_training_loss(paper, positional):
+    """The curvature from differences of the gradient equals the second difference of the constrained
+    training loss itself (Richardson-extrapolated), in the free and the held-at-zero direction."""
+    found = stability(paper, positional)
+    constrained = ConstrainedSolver(paper, ("m", "theta"))
+    centre = np.array([positional["m"], 0.0])
+
+    def second_difference(direction: np.ndarray, h: float) -> float:
+        losses = [constrained.solve(1.25, centre + s * h * direction, positional.values).train_loss for s in (1, -1)]
+        return (losses[0] + losses[1] - 2 * positional.train_loss) / h**2
+
+    # the kinks of M* move with m: the quadrature error of d eps/d m is a few per cent on this rule
+    for j, (family, tolerance) in enumerate((("m", 6e-2), ("theta", 2e-2))):
+        direction = np.eye(2)[j]
+        coarse, fine = second_difference(direction, 0.02), second_difference(direction, 0.01)
+        extrapolated = (4 * fine - coarse) / 3
+        assert found.hessian[j, j] == pytest.approx(extrapolated, rel=tolerance), family
+    assert abs(found.hessian[0, 1]) < 1e-12  # theta is held at zero: eps is even in it
+
+
+def test_stability_of_the_branches_at_the_first_order_transition(paper, positional):
+    """At alpha = 1.25 (omega = 0.3) positional and semantic are both minima, the agnostic point is
+    unstable in both families and the mixed point between them is a saddle (one negative eigenvalue)."""
+    assert assess(paper, positional).stable
+    semantic = assess(paper, paper.anchor(1.25, paper.branch("semantic")))
+    assert semantic.branch == "semantic" and semantic.stable
+    agnostic = assess(paper, paper.anchor(1.25, paper.branch("agnostic")))
+    assert not agnostic.stable and agnostic.curvature["m"] < 0 and agnostic.curvature["theta"] < 0
+    mixed = paper.anchor(1.25, paper.branch("mixed"))
+    assert mixed.branch == "mixed"
+    eigenvalues = np.linalg.eigvalsh(stability(paper, mixed).hessian)
+    assert eigenvalues[0] < 0 < eigenvalues[1]
+
+
+def test_semantic_branch_is_born_where_the_agnostic_point_loses_stability(paper):
+    """The curvature in theta of the agnostic point changes sign where the semantic branch's theta
+    vanishes (a pitchfork): both located by root finding, independently."""
+    agnostic = paper.branch("agnostic")
+
+    def theta_curvature(alpha: float) -> float:
+        return assess(paper, paper.anchor(alpha, agnostic)).curvature["theta"]
+
+    assert theta_curvature(0.5) > 0 > theta_curvature(1.0)
+    birth = scipy.optimize.brentq(theta_curvature, 0.5, 1.0, xtol=1e-4)
+    semantic = [paper.anchor(a, paper.branch("semantic")) for a in (birth + 0.02, birth + 0.04)]
+    assert all(p.branch == "semantic" for p in semantic)
+    # theta^2 grows linearly from the pitchfork: extrapolate the two points to theta = 0
+    (a1, t1), (a2, t2) = ((p.alpha, p["theta"] ** 2) for p in semantic)
+    assert a1 - t1 * (a2 - a1) / (t2 - t1) == pytest.approx(birth, abs=5e-3)
+
+
+def test_constrained_system_on_a_three_token_declaration():
+    """Nothing in the landscape is specific to the paper: L = 3 with two positional directions, the
+    constrained system at an anchored point reproduces it and its Hessian is symmetric."""
+    model = AttentionModel(
+        tokens=GaussianTokens.isotropic(3, 0.5),
+        positions=PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),
+        teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.2, 0.2), (0.2, 0.6, 0.2), (0.2, 0.2, 0.6))),
+        student=DotProductAttention(),
+        regulariser=Ridge(0.01),
+    )
+    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
+    point = solver.anchor(2.0, solver.branch("semantic"))
+    assert point.converged
+    overlaps = [n for n, f in zip(solver.names, solver.families, strict=True) if f in ("m", "theta")]
+    held = ConstrainedSolver(solver, overlaps).solve(2.0, [point[n] for n in overlaps], point.values)
+    assert held.converged and held.train_loss == pytest.approx(point.train_loss, rel=1e-8)
+    found = stability(solver, point)
+    assert found.names == tuple(overlaps) and found.converged
+    assert np.all(np.isfinite(found.hessian))
+
+
+def test_fixed_entries_are_checked(paper):
+    with pytest.raises(ValueError, match="fixed must name distinct order parameters among q, m, V, theta"):
+        ConstrainedSolver(paper, ("m", "mhat"))
+    with pytest.raises(ValueError, match="held must be 2 finite values"):
+        ConstrainedSolver(paper, ("m", "theta")).solve(1.0, [0.1, float("nan")], paper.generic_guess())
