@@ -14,6 +14,7 @@ between positional and semantic learning in a solvable model of dot-product atte
     result.plot(); result.save("results")        # a figure; what `attnphase scan` writes
     runs = ap.simulate(model, d=200, alphas=[1.0, 2.0], seeds=2)  # finite-d training (sec. 11)
     diagram = ap.phase_diagram([ap.paper_model(omega=w) for w in (0.2, 0.3)])  # alpha_c(omega), ...
+    view = ap.landscape(model, alpha=1.25)       # training loss over (m, theta), minima and saddles
 
 The stages of the pipeline are subpackages: :mod:`attnphase.replica` (declarations and symbolic
 derivation, sympy only), :mod:`attnphase.saddle` (compiled kernels, fixed points, branches,
@@ -27,6 +28,7 @@ import importlib
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from attnphase.experiments.landscape import LandscapeResult, landscape
 from attnphase.experiments.phase_diagram import PhaseDiagramResult, phase_diagram
 from attnphase.experiments.scan_study import ScanResult, fixed_point, scan
 from attnphase.replica.declaration import (
@@ -88,6 +90,7 @@ __all__ = [
     "GaussHermite",
     "GaussianTokens",
     "HistogramResult",
+    "LandscapeResult",
     "MixedPositionalTeacher",
     "PhaseDiagramResult",
     "PositionalEncodings",
@@ -104,6 +107,7 @@ __all__ = [
     "finite_size",
     "fixed_point",
     "histogram",
+    "landscape",
     "paper_model",
     "phase_diagram",
     "scan",

@@ -36,9 +36,11 @@ from attnphase.experiments.cli_common import (
     Tolerance,
     fail,
 )
-from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_grid, parse_matrix
+from attnphase.experiments.parsing import DEFAULT_ALPHAS, EXTENT, GRID_POINTS, parse_grid, parse_matrix
 from attnphase.experiments.storage import DirectoryInUseError
 from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel, paper_model
+from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER
+from attnphase.saddle.validation import ALPHA
 
 app = typer.Typer(
     add_completion=False,
@@ -171,6 +173,42 @@ def phase_diagram(
             progress=None,
         )
     typer.echo(f"{result.summary()}\ntables and figures in {out}/")
+
+
+@app.command()
+def landscape(
+    out: Out = Path("attnphase-landscape"),
+    alpha: Annotated[float, typer.Option(help=f"Sample complexity, {ALPHA}.")] = 1.25,
+    omega: Omega = 0.3,
+    sigma: Sigma = 0.5,
+    lam: Lambda = 0.01,
+    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    points: Annotated[int, typer.Option(help=f"Grid nodes per axis, {GRID_POINTS}.")] = 11,
+    extent: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Largest m and theta of the grid, two numbers each {EXTENT} (default: from the fixed points)."
+        ),
+    ] = None,
+    order: Annotated[int, typer.Option(help=f"Gauss-Hermite points per dimension, {GAUSS_HERMITE_ORDER}.")] = 14,
+    overwrite: Overwrite = False,
+) -> None:
+    """The lowest training loss at fixed (m, theta) on a grid, and every fixed point at ALPHA with its stability.
+
+    Writes OUT/landscape.csv (one row per grid node: the held overlaps, q, V, the multipliers, the
+    training loss and its gradient, converged, status), OUT/fixed_points.csv (label, overlaps, training
+    loss, stable, curvatures), OUT/landscape.png/.pdf and OUT/run.json. Rows are saved as they are
+    computed; rerunning the same command resumes.
+    """
+    from attnphase.experiments.landscape import landscape as run
+
+    model = _model(omega, sigma, lam, a_matrix)
+    with user_errors():
+        bounds = None if extent is None else parse_grid(extent, "extent", EXTENT)
+        result = run(
+            model, alpha, points=points, extent=bounds, order=order, out=out, overwrite=overwrite, progress=None
+        )
+    typer.echo(f"{result.summary()}\ntables and figure in {out}/")
 
 
 @app.command()

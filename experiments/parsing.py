@@ -76,6 +76,12 @@ class UsageError(ValueError):
     """A value given as text cannot be parsed."""
 
 
+#: Grid nodes per axis of a landscape (``attnphase landscape``).
+GRID_POINTS = Interval(3, 101, integer=True)
+#: Largest value of a landscape's overlap axis (overlaps are of order one at most).
+EXTENT = Interval(1e-6, 10.0)
+
+
 def parse_alphas(text: str | Sequence[float] | np.ndarray, name: str = "alphas") -> np.ndarray:
     """Sample complexities ``alpha = n/d`` (:func:`parse_grid` in
     :data:`~attnphase.saddle.validation.ALPHA`)."""

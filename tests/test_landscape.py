@@ -199,3 +199,38 @@ def test_fixed_entries_are_checked(paper):
         ConstrainedSolver(paper, ("m", "mhat"))
     with pytest.raises(ValueError, match="held must be 2 finite values"):
         ConstrainedSolver(paper, ("m", "theta")).solve(1.0, [0.1, float("nan")], paper.generic_guess())
+
+
+def test_landscape_study_writes_the_grid_and_resumes(tmp_path):
+    """``ap.landscape``: every converged node lies above the lowest fixed point (the global minimum of
+    the landscape is a fixed point), the fixed points are written with their stability, and a rerun
+    reads the finished grid back unchanged."""
+    from attnphase.experiments.landscape import landscape
+
+    out = tmp_path / "landscape"
+    kwargs = dict(points=3, extent=(0.3, 0.15), order=10, out=out, progress=False)
+    result = landscape(paper_model(), 1.25, **kwargs)
+    assert {p.name for p in out.iterdir()} >= {"landscape.csv", "fixed_points.csv", "landscape.png", "run.json"}
+    grid, fixed = result.grid, result.fixed_points
+    assert len(grid) == 9 and grid["converged"].all()
+    assert sorted(grid["m"].unique()) == pytest.approx([0.0, 0.15, 0.3])
+    assert grid["train_loss"].min() >= fixed["train_loss"].min() - 1e-9
+    minima = set(fixed.loc[fixed["stable"] == True, "branch"])  # noqa: E712
+    assert minima == {"positional", "semantic"}
+    again = landscape(paper_model(), 1.25, **kwargs)
+    assert again.grid[["m", "theta", "train_loss"]].to_numpy() == pytest.approx(grid[["m", "theta", "train_loss"]])
+
+
+def test_landscape_command_refuses_bad_input_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from attnphase.experiments.cli import app
+
+    for option, value, message in (
+        ("--points", "2", "points must be"),
+        ("--extent", "0.3", "extent must give two values"),
+        ("--alpha", "0", "alpha must be"),
+    ):
+        result = CliRunner().invoke(app, ["landscape", "--out", str(tmp_path / "x"), option, value])
+        assert result.exit_code == 2, result.output
+        assert message in result.output and "Traceback" not in result.output

@@ -1,0 +1,243 @@
+"""The training loss in the plane of two overlaps at one alpha (``attnphase landscape``).
+
+At every node of a grid of the two overlap entries ``axes`` (by default the leading entries of the
+declaration's first two overlap families: ``m`` and ``theta`` for the paper), the constrained saddle
+point (:class:`~attnphase.saddle.landscape.ConstrainedSolver`, THEORY.md sec. 3-4) gives the lowest
+training loss among all weights with those overlaps, every other overlap entry minimised over. The
+grid is solved row by row, each point continued from its neighbour; the fixed points found at that
+alpha (an anchor search per branch) are marked with their stability
+(:func:`~attnphase.saddle.landscape.assess`). This is the picture of a first-order transition: two
+minima and the barrier, a saddle, between them. The loss is even in every overlap family, so the
+grid covers the quadrant of non-negative overlaps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from attnphase.experiments.figures import _style
+from attnphase.experiments.parsing import EXTENT, GRID_POINTS
+from attnphase.experiments.storage import exclusive, read_table, start_run, write_table
+from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.replica.declaration import AttentionModel
+from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
+from attnphase.saddle.landscape import ConstrainedSolver, assess
+from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite
+from attnphase.saddle.scan import make_solver
+from attnphase.saddle.validation import ALPHA, check
+
+#: Without ``extent``, each axis reaches this multiple of the largest value a fixed point takes there.
+MARGIN = 1.6
+
+
+@dataclass(frozen=True, eq=False)
+class LandscapeResult(StudyResult):
+    """The outcome of :func:`landscape`: ``grid`` (one row per node: the two held overlaps, every
+    order parameter and multiplier, ``train_loss``, the gradient ``grad_<axis>``, ``converged``,
+    ``status``, ``residual``) and ``fixed_points`` (one row per fixed point found at ``alpha``, with
+    ``stable`` and its curvatures)."""
+
+    model: AttentionModel
+    alpha: float
+    axes: tuple[str, str]
+    grid: pd.DataFrame
+    fixed_points: pd.DataFrame
+    options: dict[str, object]
+    seconds: float
+    provenance: dict[str, str] = field(default_factory=versions)
+
+    figure_name = "landscape"
+    table_names = ("landscape", "fixed_points")
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {"landscape": self.grid, "fixed_points": self.fixed_points}
+
+    @property
+    def record(self) -> dict[str, object]:
+        return {**landscape_identity(self.model, self.alpha, self.axes, self.options), "status": "complete"} | {
+            "seconds": round(self.seconds, 2),
+            "versions": self.provenance,
+        }
+
+    def plot(self) -> Figure:
+        """Filled contours of the training loss over the grid, every fixed point marked by its label
+        (filled marker: a minimum; open: a saddle)."""
+        return landscape_figure(self.grid, self.fixed_points, self.axes, self.alpha)
+
+    def summary(self) -> str:
+        """One line per fixed point: label, overlaps, training loss and stability."""
+        ok = int(self.grid["converged"].sum())
+        lines = [f"{ok} of {len(self.grid)} grid points converged"]
+        for _, p in self.fixed_points.iterrows():
+            kind = {True: "minimum", False: "saddle"}.get(p["stable"], "stability not assessed")
+            where = ", ".join(f"{a} = {p[a]:.4f}" for a in self.axes)
+            lines.append(f"{p['branch']}: {where}, train_loss = {p['train_loss']:.6g} ({kind})")
+        return "\n".join(lines)
+
+
+def landscape_identity(
+    model: AttentionModel, alpha: float, axes: Sequence[str], options: dict[str, object]
+) -> dict[str, object]:
+    """What makes two landscape runs the same computation (written to ``run.json``)."""
+    return {
+        "model": model.record(),
+        "alpha": alpha,
+        "axes": list(axes),
+        "options": options,
+        "package": {"attnphase": versions()["attnphase"]},
+    }
+
+
+def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Sequence[str], alpha: float) -> Figure:
+    """Filled contours of ``train_loss`` over the two ``axes`` (converged nodes only), the fixed points
+    marked in their branch's style, filled if stable and open if not."""
+    x_name, y_name = axes
+    table = grid[grid["converged"].astype(bool)].pivot_table(index=y_name, columns=x_name, values="train_loss")
+    fig = Figure(figsize=(6.5, 5), layout="constrained")
+    ax = fig.subplots()
+    if table.size:
+        values = table.to_numpy()
+        # levels at quantiles of the values: the valleys between the minima are resolved as finely as the walls
+        levels = np.unique(np.nanquantile(values, np.linspace(0, 1, 31)))
+        filled = ax.contourf(table.columns, table.index, values, levels=levels, cmap="viridis")
+        ax.contour(table.columns, table.index, values, levels=levels, colors="k", linewidths=0.3)
+        fig.colorbar(filled, ax=ax, label="training loss (constrained)")
+    for _, p in fixed_points.iterrows():
+        style = _style(str(p["branch"]))
+        stable = p["stable"] is True or p["stable"] == "True"
+        ax.plot(
+            abs(p[x_name]),
+            abs(p[y_name]),
+            linestyle="none",
+            marker=style["marker"],
+            markersize=10,
+            markerfacecolor=style["color"] if stable else "white",
+            markeredgecolor="k" if stable else style["color"],
+            markeredgewidth=1.5,
+            label=f"{p['branch']} ({'minimum' if stable else 'saddle'})",
+        )
+    ax.set_xlabel(x_name)
+    ax.set_ylabel(y_name)
+    ax.set_title(rf"lowest training loss at fixed overlaps, $\alpha$ = {alpha:g}")
+    if len(fixed_points):
+        ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def fixed_points_at(solver: SaddlePointSolver, alpha: float) -> list[FixedPoint]:
+    """The converged fixed points an anchor search per branch finds at ``alpha``, one per label, each
+    with its stability."""
+    found: dict[str, FixedPoint] = {}
+    for branch in solver.branches:
+        point = solver.anchor(alpha, branch)
+        if point.converged and point.branch not in found:
+            found[point.branch] = assess(solver, point)
+    return list(found.values())
+
+
+def _axis_values(
+    axis: str, extent: float | None, points: int, found: Sequence[FixedPoint], solver: SaddlePointSolver
+) -> np.ndarray:
+    if extent is None:
+        largest = max((abs(p[axis]) for p in found), default=0.0)
+        bound = max(abs(b) for b in solver.overlap_bounds(found[0].values)) if found else 0.5
+        extent = MARGIN * largest if largest > 0 else bound
+    return np.linspace(0.0, extent, points)
+
+
+def landscape(
+    model: AttentionModel,
+    alpha: float,
+    *,
+    axes: Sequence[str] | None = None,
+    points: int = 11,
+    extent: Sequence[float] | None = None,
+    order: int = 14,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool | None = True,
+) -> LandscapeResult:
+    """The lowest training loss at fixed values of two overlaps, on a ``points`` x ``points`` grid from
+    0 to ``extent`` (default: 1.6 times the largest value a fixed point takes on that axis), at
+    ``alpha``, on a Gauss-Hermite rule of ``order`` points per dimension.
+
+    ``axes``: two order-parameter names of overlap families (default: the leading entries of the first
+    two). With ``out``, the directory is held for the call, the grid is written row by row, and a rerun
+    with the same settings resumes from the rows written; other settings are refused unless
+    ``overwrite``. Writes ``landscape.csv``, ``fixed_points.csv``, ``landscape.png/.pdf``, ``run.json``.
+    """
+    alpha = check(alpha, "alpha", ALPHA)
+    points = int(check(points, "points", GRID_POINTS))
+    order = int(check(order, "order", GAUSS_HERMITE_ORDER))
+    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(order), test_quadrature=GaussHermite(order)))
+    system = solver.compiled.system
+    overlap_names = [e.name for e in system.entries if e.family in system.overlap_families]
+    leading = [next(e.name for e in system.entries if e.family == f) for f in system.overlap_families]
+    chosen = tuple(axes) if axes is not None else tuple(leading[:2])
+    if len(chosen) != 2 or len(set(chosen)) != 2 or not set(chosen) <= set(overlap_names):
+        raise ValueError(f"axes must name two overlap entries among {', '.join(overlap_names)}; got {chosen}")
+    if extent is not None:
+        extent = tuple(check(e, "extent", EXTENT) for e in extent)
+        if len(extent) != 2:
+            raise ValueError(f"extent must give two values, one per axis; got {len(extent)}")
+    options = {"points": points, "extent": list(extent) if extent else None, "order": order}
+    directory = output_directory(out) if out is not None else None
+    with exclusive(directory) if directory is not None else nullcontext():
+        started = time.perf_counter()
+        done = pd.DataFrame()
+        if directory is not None:
+            identity = landscape_identity(model, alpha, chosen, options)
+            outputs = LandscapeResult.outputs()
+            done = start_run(directory, identity, outputs, overwrite, lambda: _rows(directory, points))
+            done = pd.DataFrame() if done is None else done
+        found = fixed_points_at(solver, alpha)
+        values = [_axis_values(a, extent[i] if extent else None, points, found, solver) for i, a in enumerate(chosen)]
+        held = ConstrainedSolver(solver, overlap_names)
+        rows = done.to_dict("records")
+        seed = min(found, key=lambda p: p.train_loss).values if found else solver.generic_guess()
+        with progress_bar(points, "landscape", "row", progress) as bar:
+            bar.update(len(rows) // points)
+            for i, y in enumerate(values[1]):
+                if i < len(rows) // points:
+                    continue
+                row_points = []
+                for x in values[0] if i % 2 == 0 else values[0][::-1]:  # serpentine: each from its neighbour
+                    target = {name: 0.0 for name in overlap_names} | {chosen[0]: x, chosen[1]: y}
+                    point = held.solve(alpha, [target[n] for n in overlap_names], seed)
+                    if point.converged:
+                        seed = point.values
+                    row_points.append(point.row())
+                rows += sorted(row_points, key=lambda r: r[chosen[0]])
+                if directory is not None:
+                    write_table(directory / "landscape.csv", rows)
+                bar.update(1)
+        result = LandscapeResult(
+            model,
+            alpha,
+            chosen,
+            pd.DataFrame(rows),
+            pd.DataFrame([p.row() for p in found]),
+            options,
+            time.perf_counter() - started,
+        )
+        if directory is not None:
+            result.save(directory)
+    return result
+
+
+def _rows(directory: Path, points: int) -> pd.DataFrame | None:
+    """The complete grid rows an interrupted run wrote (``points`` nodes each), or ``None``."""
+    path = directory / "landscape.csv"
+    if not path.exists():
+        return None
+    table = read_table(path, numbers=("train_loss", "residual"), flags=("converged",))
+    return table.iloc[: len(table) // points * points]
