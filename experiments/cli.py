@@ -31,6 +31,7 @@ from attnphase.experiments.cli_common import (
     ScanAlphas,
     Seed,
     Sigma,
+    Stability,
     TestSamples,
     ThresholdOrder,
     Tolerance,
@@ -83,6 +84,7 @@ def scan(
     seed: Seed = 0,
     conjugate_form: ConjugateForm = "score",
     threshold_order: ThresholdOrder = 32,
+    stability: Stability = True,
     overwrite: Overwrite = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
@@ -103,6 +105,7 @@ def scan(
             seed=seed,
             conjugate_form=conjugate_form,
             threshold_order=threshold_order,
+            stability=stability,
             out=out,
             overwrite=overwrite,
             progress=None,
@@ -127,6 +130,7 @@ def phase_diagram(
     seed: Seed = 0,
     conjugate_form: ConjugateForm = "score",
     threshold_order: ThresholdOrder = 32,
+    stability: Stability = True,
     jobs: Annotated[int, typer.Option(help="Local worker processes, an integer in [1, 256].")] = 2,
     scheduler: Annotated[
         str | None, typer.Option(help="Address of a Dask scheduler to run on instead (needs attnphase[dask]).")
@@ -166,6 +170,7 @@ def phase_diagram(
             seed=seed,
             conjugate_form=conjugate_form,
             threshold_order=threshold_order,
+            stability=stability,
             out=out,
             overwrite=overwrite,
             jobs=jobs,

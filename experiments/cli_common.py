@@ -91,3 +91,12 @@ def fail(error: Exception) -> NoReturn:
     """Report a user error in one line and exit with status 2."""
     typer.echo(f"error: {error}", err=True)
     raise typer.Exit(code=2)
+
+
+Stability = Annotated[
+    bool,
+    typer.Option(
+        "--stability/--no-stability",
+        help="Assess every fixed point: curvature of the training loss per overlap family, minimum or saddle.",
+    ),
+]

@@ -244,6 +244,7 @@ def phase_diagram(
     seed: int = 0,
     conjugate_form: str = "score",
     threshold_order: int = 32,
+    stability: bool = True,
     out: str | Path | None = None,
     overwrite: bool = False,
     jobs: int = 1,
@@ -263,7 +264,7 @@ def phase_diagram(
     """
     models = _checked_models(models)
     grid = parse_alphas(alphas)
-    options = scan_options(quadrature, order, seed, conjugate_form, threshold_order)
+    options = scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability)
     jobs = int(check(jobs, "jobs", JOBS))
     temporary = tempfile.TemporaryDirectory(prefix="attnphase-phase-diagram-") if out is None else nullcontext()
     with temporary as scratch:

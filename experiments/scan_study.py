@@ -34,7 +34,7 @@ from attnphase.saddle.fixed_point import (
 )
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, make_rule
 from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
-from attnphase.saddle.validation import check
+from attnphase.saddle.validation import check, check_type
 
 
 def solver_settings(
@@ -206,17 +206,19 @@ def scan_identity(model: AttentionModel, options: dict[str, object]) -> dict[str
 
 
 def scan_options(
-    quadrature: str, order: int, seed: int, conjugate_form: str, threshold_order: int
+    quadrature: str, order: int, seed: int, conjugate_form: str, threshold_order: int, stability: bool = True
 ) -> dict[str, object]:
     """The options of :func:`scan` besides the alphas, as recorded in ``run.json``, each checked
     (:func:`solver_settings` raises on a bad value)."""
     solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
+    check_type(stability, "stability", bool, "True or False")
     return {
         "quadrature": quadrature,
         "order": order,
         "seed": seed,
         "conjugate_form": conjugate_form,
         "threshold_order": threshold_order,
+        "stability": stability,
     }
 
 
@@ -322,6 +324,7 @@ def scan(
     seed: int = 0,
     conjugate_form: str = "score",
     threshold_order: int = 32,
+    stability: bool = True,
     out: str | Path | None = None,
     overwrite: bool = False,
     progress: bool | None = True,
@@ -334,8 +337,11 @@ def scan(
     (stop included) or ``a,b,c``. ``quadrature``/``order``: ``gauss-hermite`` with ``order`` points
     per dimension, or ``sobol`` with ``2**order`` points; ``seed``: Sobol scrambling and extra prox
     starts; ``conjugate_form``: ``score`` (integration by parts) or ``envelope`` (sec. 4);
-    ``threshold_order``: Gauss-Hermite order of the rule on which alpha_l is solved (0: the scan's).
-    With ``out``, the directory is held for the whole scan (another run into it is refused at once:
+    ``threshold_order``: Gauss-Hermite order of the rule on which alpha_l is solved (0: the scan's);
+    ``stability``: the curvature of the training loss in every overlap family and whether each point
+    is a minimum (:func:`~attnphase.saddle.landscape.assess`, columns ``stable`` and
+    ``curvature_<family>``; about twice the time of the scan without it). With ``out``, the
+    directory is held for the whole scan (another run into it is refused at once:
     :class:`~attnphase.experiments.storage.DirectoryInUseError`), points are written to
     ``out/branches.csv`` as they are computed, and the finished result is saved there
     (:meth:`StudyResult.save`). A rerun with the same model and options (compared by value) resumes
@@ -349,7 +355,7 @@ def scan(
     settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
     options: dict[str, object] = {
         "alphas": grid.tolist(),
-        **scan_options(quadrature, order, seed, conjugate_form, threshold_order),
+        **scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability),
     }
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():
@@ -371,7 +377,7 @@ def scan(
                     log.add(point)
                 bar.update(1)
 
-            solution = run_scan(solver, grid, baseline.test_error, known=known, on_point=on_point)
+            solution = run_scan(solver, grid, baseline.test_error, known=known, on_point=on_point, stability=stability)
         result = ScanResult(model, grid, options, solution, baseline, time.perf_counter() - started)
         logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
         if directory is not None:

@@ -63,16 +63,17 @@ def run_scan(
     reference_error: float,
     known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
+    stability: bool = True,
 ) -> ScanSolution:
-    """Trace every branch of the solver's model over ``alphas`` (:func:`make_solver`), every point with
-    its stability (:func:`saddle.landscape.assess`); then the changes of global minimum, alpha_c (the
+    """Trace every branch of the solver's model over ``alphas`` (:func:`make_solver`), with ``stability``
+    every point with its stability (:func:`saddle.landscape.assess`); then the changes of global minimum, alpha_c (the
     declared change, found by the training losses) and alpha_l (where the global minimum's test error
     crosses ``reference_error``)."""
     model = solver.compiled.system.model
     known = list(known)
+    finish = (lambda p: assess(solver, p)) if stability else None
     traces = {
-        b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point, finish=lambda p: assess(solver, p))
-        for b in solver.branches
+        b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point, finish=finish) for b in solver.branches
     }
     named = {b.name: b for b in solver.branches}
     low, high = model.labels.critical

@@ -120,6 +120,13 @@ def test_a_scan_is_one_call_with_tidy_tables(api_scan):
     by_alpha = branches[branches["converged"]].groupby("alpha")["train_loss"].min()  # over converged points
     np.testing.assert_array_equal(minimum["train_loss"], by_alpha.loc[minimum["alpha"]])
     assert isinstance(api_scan.plot(), Figure)
+    # every converged point is assessed: at alpha near 2 (omega = 0.3) both informed branches are
+    # minima and the agnostic point is unstable along theta (the semantic branch exists)
+    ok = branches[branches["converged"]]
+    assert ok["stable"].notna().all() and {"curvature_m", "curvature_theta"} <= set(ok)
+    for name, stable in (("positional", True), ("semantic", True), ("agnostic", False)):
+        assert (ok.loc[ok["branch"] == name, "stable"] == stable).all(), name
+    assert (ok.loc[ok["branch"] == "agnostic", "curvature_theta"] < 0).all()
 
 
 def test_the_command_line_and_the_api_give_identical_tables(api_scan, cli_scan):
@@ -153,13 +160,13 @@ def test_a_fixed_point_is_one_call(api_scan):
 
 
 def test_progress_false_is_silent_and_the_library_prints_nothing(capfd):
-    ap.scan(ap.paper_model(), "2.0", order=6, threshold_order=0, progress=False)
+    ap.scan(ap.paper_model(), "2.0", order=6, threshold_order=0, stability=False, progress=False)
     captured = capfd.readouterr()
     assert captured.out == "" and captured.err == ""
 
 
 def test_progress_true_shows_a_bar_on_standard_error(capfd):
-    ap.scan(ap.paper_model(), "2.0", order=6, threshold_order=0, progress=True)
+    ap.scan(ap.paper_model(), "2.0", order=6, threshold_order=0, stability=False, progress=True)
     captured = capfd.readouterr()
     assert captured.out == "" and "fixed points" in captured.err
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from attnphase.experiments.cli import app
 
 runner = CliRunner()
-SMALL = ["--alphas", "1.9,2.0,2.1", "--order", "10"]
+SMALL = ["--alphas", "1.9,2.0,2.1", "--order", "10", "--no-stability"]
 
 
 def test_help_lists_the_commands():

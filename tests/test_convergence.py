@@ -95,7 +95,7 @@ def _independently_valid(row) -> list[str]:
 )
 def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
     model = ap.paper_model(**declaration)
-    branches = ap.scan(model, alphas, order=8, threshold_order=0, progress=False).branches
+    branches = ap.scan(model, alphas, order=8, threshold_order=0, stability=False, progress=False).branches
     assert len(branches) >= 1
     branches = branches.assign(sigma2=model.parameters()["sigma"] ** 2)
     for _, row in branches.iterrows():
@@ -114,7 +114,7 @@ def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
 
 
 def test_a_scan_gives_every_requested_alpha_a_row_or_a_reason():
-    result = ap.scan(ap.paper_model(), "0.3,1.0,2.0", order=8, threshold_order=0, progress=False)
+    result = ap.scan(ap.paper_model(), "0.3,1.0,2.0", order=8, threshold_order=0, stability=False, progress=False)
     rows = set(zip(result.branches["alpha"], result.branches["branch"], strict=True))
     missing = set(zip(result.missing["alpha"], result.missing["branch"], strict=True))
     wanted = {(a, b) for a in (0.3, 1.0, 2.0) for b in ("positional", "semantic", "agnostic", "mixed")}

@@ -21,7 +21,7 @@ from attnphase.replica.declaration import (
     Ridge,
     paper_model,
 )
-from attnphase.saddle.fixed_point import SolverSettings
+from attnphase.saddle.fixed_point import FixedPoint, SolverSettings
 from attnphase.saddle.landscape import ConstrainedSolver, assess, stability
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
@@ -192,6 +192,14 @@ def test_constrained_system_on_a_three_token_declaration():
     found = stability(solver, point)
     assert found.names == tuple(overlaps) and found.converged
     assert np.all(np.isfinite(found.hessian))
+
+
+def test_stability_survives_a_table_round_trip(paper, positional):
+    """A resumed scan reads ``stable`` and the curvatures back from its table."""
+    assessed = assess(paper, positional)
+    row = {k: (str(v) if isinstance(v, bool) else v) for k, v in assessed.row().items()}
+    back = FixedPoint.from_row(row, paper.names, paper.compiled.conjugate_names)
+    assert back.stable is True and back.curvature == assessed.curvature
 
 
 def test_fixed_entries_are_checked(paper):

@@ -23,7 +23,7 @@ from attnphase.saddle.validation import ParameterError
 #: Two parameter points whose alpha_c lies inside the grid (about 1.18 and 1.33 at this rule).
 OMEGAS = (0.28, 0.32)
 ALPHAS = "1.1,1.4"
-OPTIONS = {"order": 10, "threshold_order": 0}
+OPTIONS = {"order": 10, "threshold_order": 0, "stability": False}
 TABLES = ("thresholds.csv", "branches.csv", "transitions.csv")
 
 

@@ -38,7 +38,7 @@ from attnphase.experiments.storage import (
 from attnphase.replica.declaration import paper_model
 
 runner = CliRunner()
-SCAN = ["--alphas", "1.8,1.9,2.0,2.1", "--order", "8", "--threshold-order", "0"]
+SCAN = ["--alphas", "1.8,1.9,2.0,2.1", "--order", "8", "--threshold-order", "0", "--no-stability"]
 SCAN_FILES = {"branches.csv", "thresholds.csv", "transitions.csv", "scan.png", "scan.pdf", "run.json"}
 # Columns that record how the solver got to a point (iterations of Broyden, the residual reached, nodes whose
 # prox stopped short): a point continued from a resumed neighbour starts from a fresh Jacobian, so these differ.
@@ -237,7 +237,9 @@ def test_overwrite_removes_every_file_of_the_old_scan_before_it_starts(finished,
 
     monkeypatch.setattr(scan_study, "run_scan", killed)
     with pytest.raises(KeyboardInterrupt):
-        scan_study.scan(paper_model(omega=0.4), "1.8,1.9", order=8, threshold_order=0, out=finished, overwrite=True)
+        scan_study.scan(
+            paper_model(omega=0.4), "1.8,1.9", order=8, threshold_order=0, stability=False, out=finished, overwrite=True
+        )
     assert [p.name for p in finished.iterdir()] == ["run.json"]
     run = json.loads((finished / "run.json").read_text())
     assert run["status"] == "running" and run["model"]["teacher"]["omega"] == 0.4
