@@ -121,7 +121,8 @@ def test_the_command_line_reads_a_finished_run_back_and_refuses_other_settings(u
     _, reference = uninterrupted
     shutil.copytree(reference, tmp_path, dirs_exist_ok=True)
     runner = CliRunner()
-    args = ["phase-diagram", "--omegas", "0.28,0.32", "--alphas", ALPHAS, "--order", "10", "--threshold-order", "0"]
+    args = ["phase-diagram", "--omegas", "0.28,0.32", "--alphas", ALPHAS, "--order", "10", "--no-stability"]
+    args += ["--threshold-order", "0"]
     again = runner.invoke(app, [*args, "--jobs", "1", "--out", str(tmp_path)])
     assert again.exit_code == 0, again.output
     assert "alpha_c = 1.1" in again.output and "(found)" in again.output

@@ -275,7 +275,7 @@ def test_help_states_every_range(command):
 
 # --------------------------------------------------------------------------- the probe's cases
 
-TINY_SCAN = ["--alphas", "2.0", "--order", "6", "--threshold-order", "0"]
+TINY_SCAN = ["--alphas", "2.0", "--order", "6", "--threshold-order", "0", "--no-stability"]
 TINY_SIMULATION = ["--d", "20", "--alphas", "1.0", "--seeds", "1", "--max-steps", "5", "--n-test", "100"]
 TINY_FINITE_SIZE = ["--dims", "10,20", "--seeds", "2", "--max-steps", "5", "--n-test", "100"]
 TINY_UNINFORMED = ["--d", "10", "--alphas", "1.0", "--seeds", "1", "--max-steps", "5", "--n-test", "100"]
