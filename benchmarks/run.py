@@ -6,7 +6,9 @@ Targets (2-core CPU): the default ``attnphase scan`` (four branches, 31 alphas, 
 under 10 s in process once compiled (``scan_seconds``) and under 30 s as a fresh ``attnphase scan``
 process, derivation and compilation included (``cli_scan_seconds``); a phase diagram over 21
 omegas under 120 s (measured here on three omegas with a coarser rule and grid:
-``phase_diagram_seconds``, with ``jobs = 2``). ``warm_start_speedup``: the time of a scan of the
+``phase_diagram_seconds``, with ``jobs = 2``). ``stability_seconds``: assessing one fixed point
+(:func:`attnphase.saddle.landscape.assess`); ``stability_overhead``: the default scan's time with
+the stability of every point over its time without. ``warm_start_speedup``: the time of a scan of the
 positional and semantic branches without the prox's warm start over the time with it. The JSON
 records the machine, its load, the settings and every timing.
 """
@@ -33,6 +35,7 @@ from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.compiled import compile_system
 from attnphase.saddle.continuation import trace_branch
 from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
+from attnphase.saddle.landscape import assess
 from attnphase.saddle.scan import make_solver, run_scan
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
@@ -87,6 +90,7 @@ def main() -> None:
     results["fixed_point_seconds"] = seconds
     results["fixed_point_evaluations"] = point.iterations
     _, results["evaluation_seconds"] = timed(lambda: solver.evaluate(point.values, 2.1, thorough=False))
+    _, results["stability_seconds"] = timed(lambda: assess(solver, point))
     reference_error = linear_baseline(solver.compiled.system).test_error
     scan, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error))
     results["scan_seconds"] = seconds
@@ -95,6 +99,9 @@ def main() -> None:
     results["scan_within_target"] = seconds <= TARGET_SCAN_SECONDS
     results["alpha_c"] = scan.alpha_c.value
     results["alpha_l"] = scan.alpha_l.value
+    _, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error, stability=False))
+    results["scan_without_stability_seconds"] = seconds
+    results["stability_overhead"] = results["scan_seconds"] / seconds
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "attnphase", "scan", "--out", out]
         _, results["cli_scan_seconds"] = timed(lambda: subprocess.run(command, check=True, capture_output=True))

@@ -7,7 +7,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnphase.replica.declaration import paper_model
+from attnphase.replica.declaration import (
+    AttentionModel,
+    DotProductAttention,
+    GaussianTokens,
+    MixedPositionalTeacher,
+    PositionalEncodings,
+    Ridge,
+    paper_model,
+)
 from attnphase.saddle.continuation import BranchTrace, trace_branch
 from attnphase.saddle.fixed_point import SaddlePointSolver, SolverSettings
 from attnphase.saddle.scan import make_solver
@@ -37,3 +45,15 @@ def reference_traces(paper_solver, reference) -> dict[str, BranchTrace]:
         name: trace_branch(paper_solver, paper_solver.branch(name), reference[name]["alpha"].round(12).tolist())
         for name in ("positional", "semantic", "agnostic")
     }
+
+
+@pytest.fixture(scope="session")
+def three_token_model() -> AttentionModel:
+    """A declaration other than the paper's: L = 3 tokens, two positional directions, isotropic tokens."""
+    return AttentionModel(
+        tokens=GaussianTokens.isotropic(3, 0.5),
+        positions=PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),
+        teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.2, 0.2), (0.2, 0.6, 0.2), (0.2, 0.2, 0.6))),
+        student=DotProductAttention(),
+        regulariser=Ridge(0.01),
+    )

@@ -9,13 +9,7 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import (
-    AttentionModel,
     BranchLabels,
-    DotProductAttention,
-    GaussianTokens,
-    MixedPositionalTeacher,
-    PositionalEncodings,
-    Ridge,
     paper_model,
 )
 from attnphase.replica.saddle_equations import derive
@@ -127,16 +121,9 @@ def test_alpha_must_be_positive(paper_solver):
             paper_solver.solve(alpha, paper_solver.branch("semantic"), initial=paper_solver.generic_guess())
 
 
-def test_three_token_model_has_converged_fixed_points():
+def test_three_token_model_has_converged_fixed_points(three_token_model):
     """The machinery is not specific to the paper's instance: L = 3, two positional directions."""
-    model = AttentionModel(
-        tokens=GaussianTokens.isotropic(3, 0.5),
-        positions=PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),
-        teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.2, 0.2), (0.2, 0.6, 0.2), (0.2, 0.2, 0.6))),
-        student=DotProductAttention(),
-        regulariser=Ridge(0.01),
-    )
-    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
+    solver = make_solver(three_token_model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
     assert [b.name for b in solver.branches] == ["agnostic", "semantic", "positional", "mixed"]
     for name in ("agnostic", "semantic"):
         point = solver.anchor(2.0, solver.branch(name))

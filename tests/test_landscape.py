@@ -13,12 +13,6 @@ import pytest
 import scipy.optimize
 
 from attnphase.replica.declaration import (
-    AttentionModel,
-    DotProductAttention,
-    GaussianTokens,
-    MixedPositionalTeacher,
-    PositionalEncodings,
-    Ridge,
     paper_model,
 )
 from attnphase.saddle.fixed_point import FixedPoint, SolverSettings
@@ -173,17 +167,10 @@ def test_semantic_branch_is_born_where_the_agnostic_point_loses_stability(paper)
     assert a1 - t1 * (a2 - a1) / (t2 - t1) == pytest.approx(birth, abs=5e-3)
 
 
-def test_constrained_system_on_a_three_token_declaration():
+def test_constrained_system_on_a_three_token_declaration(three_token_model):
     """Nothing in the landscape is specific to the paper: L = 3 with two positional directions, the
-    constrained system at an anchored point reproduces it and its Hessian is symmetric."""
-    model = AttentionModel(
-        tokens=GaussianTokens.isotropic(3, 0.5),
-        positions=PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),
-        teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.2, 0.2), (0.2, 0.6, 0.2), (0.2, 0.2, 0.6))),
-        student=DotProductAttention(),
-        regulariser=Ridge(0.01),
-    )
-    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
+    constrained system at an anchored point reproduces it and its Hessian is finite."""
+    solver = make_solver(three_token_model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
     point = solver.anchor(2.0, solver.branch("semantic"))
     assert point.converged
     overlaps = [n for n, f in zip(solver.names, solver.families, strict=True) if f in ("m", "theta")]
