@@ -50,6 +50,13 @@ CURVATURE_PREFIX = "curvature_"
 NEGLIGIBLE_OVERLAP = 1e-3
 
 
+def failed_checks(status: str) -> tuple[str, ...]:
+    """The names of the failed checks a point's ``status`` lists (empty when it is ``CONVERGED``)."""
+    if status == CONVERGED:
+        return ()
+    return tuple(part.split(":", 1)[0].strip() for part in status.split(STATUS_SEPARATOR))
+
+
 @dataclass(frozen=True)
 class ProxSettings:
     """Multi-start policy and tolerances of the global prox (:mod:`saddle.kernels`).
@@ -146,9 +153,7 @@ class FixedPoint:
     def failed_checks(self) -> tuple[str, ...]:
         """The names of the checks that failed (``residual``, ``finite``, ``domain``, ``energy``,
         ``kink``, ``prox``; empty when converged)."""
-        if self.status == CONVERGED:
-            return ()
-        return tuple(part.split(":", 1)[0].strip() for part in self.status.split(STATUS_SEPARATOR))
+        return failed_checks(self.status)
 
     def __getitem__(self, name: str) -> float:
         if name in self.names:
