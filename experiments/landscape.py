@@ -63,10 +63,8 @@ class LandscapeResult(StudyResult):
 
     @property
     def record(self) -> dict[str, object]:
-        return {**landscape_identity(self.model, self.alpha, self.axes, self.options), "status": "complete"} | {
-            "seconds": round(self.seconds, 2),
-            "versions": self.provenance,
-        }
+        identity = landscape_identity(self.model, self.alpha, self.axes, self.options)
+        return {**identity, "status": "complete", "seconds": round(self.seconds, 2), "versions": self.provenance}
 
     def plot(self) -> Figure:
         """Filled contours of the training loss over the grid, every fixed point marked by its label
@@ -78,10 +76,14 @@ class LandscapeResult(StudyResult):
         ok = int(self.grid["converged"].sum())
         lines = [f"{ok} of {len(self.grid)} grid points converged"]
         for _, p in self.fixed_points.iterrows():
-            kind = {True: "minimum", False: "saddle"}.get(p["stable"], "stability not assessed")
             where = ", ".join(f"{a} = {p[a]:.4f}" for a in self.axes)
-            lines.append(f"{p['branch']}: {where}, train_loss = {p['train_loss']:.6g} ({kind})")
+            lines.append(f"{p['branch']}: {where}, train_loss = {p['train_loss']:.6g} ({_kind(p['stable'])})")
         return "\n".join(lines)
+
+
+def _kind(stable: object) -> str:
+    """What a fixed point's ``stable`` entry makes it: a minimum, a saddle, or not assessed."""
+    return {True: "minimum", False: "saddle"}.get(stable, "stability not assessed")
 
 
 def landscape_identity(
@@ -113,7 +115,7 @@ def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Seque
         fig.colorbar(filled, ax=ax, label="training loss (constrained)")
     for _, p in fixed_points.iterrows():
         style = _style(str(p["branch"]))
-        stable = p["stable"] is True or p["stable"] == "True"
+        stable = _kind(p["stable"]) == "minimum"
         ax.plot(
             abs(p[x_name]),
             abs(p[y_name]),
@@ -123,7 +125,7 @@ def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Seque
             markerfacecolor=style["color"] if stable else "white",
             markeredgecolor="k" if stable else style["color"],
             markeredgewidth=1.5,
-            label=f"{p['branch']} ({'minimum' if stable else 'saddle'})",
+            label=f"{p['branch']} ({_kind(p['stable'])})",
         )
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)

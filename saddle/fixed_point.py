@@ -232,6 +232,26 @@ class Evaluation:
     expectations: np.ndarray  # E[dM/dX at prox] per order parameter (in the settings' conjugate form)
 
 
+class MemoisedMap:
+    """``F`` at ``alpha`` (:meth:`SaddlePointSolver.evaluate`), each point evaluated once: a root search
+    returns to points it has seen (the base point of every finite-difference column, the best iterate).
+    ``len`` is the number of evaluations made. Non-finite values are kept, not warned about."""
+
+    def __init__(self, solver: SaddlePointSolver, alpha: float, thorough: bool) -> None:
+        self.solver, self.alpha, self.thorough = solver, alpha, thorough
+        self._cache: dict[bytes, Evaluation] = {}
+
+    def __call__(self, params: np.ndarray) -> Evaluation:
+        key = params.tobytes()
+        if key not in self._cache:
+            with np.errstate(all="ignore"):
+                self._cache[key] = self.solver.evaluate(params, self.alpha, self.thorough)
+        return self._cache[key]
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
 class SaddlePointSolver:
     """Evaluate ``F`` and find its fixed points for one compiled model."""
 
@@ -406,6 +426,22 @@ class SaddlePointSolver:
         check_alpha(alpha)
         z, value, _ = self.prox(params)
         return self._phi(params, conjugates, alpha, self.weights @ value + self.kink_correction(params, z, value))
+
+    def loss_observables(
+        self, params: np.ndarray, conjugates: np.ndarray, ev: Evaluation, alpha: float, correct_kinks: bool
+    ) -> dict[str, float]:
+        """``free_entropy`` Phi and ``train_loss`` eps_t = -Phi at ``params`` and ``conjugates`` given the
+        evaluation ``ev`` there, with ``E[M*]`` corrected for kinks if ``correct_kinks`` (the correction,
+        times alpha, is ``line_correction``), and the independent route, the ``energy``
+        ``alpha E[l] + E[R]/d`` (THEORY.md sec. 5)."""
+        kink = self.kink_correction(params, ev.z, ev.envelope_values) if correct_kinks else 0.0
+        phi = self._phi(params, conjugates, alpha, ev.mean_envelope + kink)
+        return {
+            "free_entropy": phi,
+            "train_loss": -phi,
+            "energy": float(alpha * ev.mean_loss + self.compiled.regulariser(conjugates, self.consts)),
+            "line_correction": alpha * kink,
+        }
 
     def _phi(self, params: np.ndarray, conjugates: np.ndarray, alpha: float, mean_envelope: float) -> float:
         """``Phi`` (THEORY.md sec. 3) given ``E[M*]``."""
@@ -596,25 +632,18 @@ class SaddlePointSolver:
         raise AssertionError("unreachable")
 
     def _find_root(self, alpha, free, start, jacobian, thorough):
-        cache: dict[bytes, Evaluation] = {}
-
-        def evaluate(x: np.ndarray) -> Evaluation:
-            full = start.copy()
-            full[free] = x
-            key = full.tobytes()
-            if key not in cache:
-                with np.errstate(all="ignore"):
-                    cache[key] = self.evaluate(full, alpha, thorough)
-            return cache[key]
+        evaluate = MemoisedMap(self, alpha, thorough)
 
         def residual(x: np.ndarray) -> np.ndarray:
-            g = evaluate(x).updated[free] - x
+            full = start.copy()
+            full[free] = x
+            g = evaluate(full).updated[free] - x
             return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
 
         x, jac_out = self.root(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
-        return full, jac_out, len(cache)
+        return full, jac_out, len(evaluate)
 
     def root(self, residual, x0: np.ndarray, jacobian: np.ndarray | None = None):
         """A root of ``residual`` from ``x0`` by the settings' ``method`` (Broyden from ``jacobian``
@@ -752,15 +781,8 @@ class SaddlePointSolver:
         defect = self.residual_norm(params[~free], ev.updated[~free])
         # the kink correction refines eps_t at a fixed point (Phi is stationary there only)
         stationary = bool(residual <= self.settings.accept and np.all(np.isfinite(params)))
-        kink = self.kink_correction(params, ev.z, ev.envelope_values) if stationary else 0.0
-        phi = self._phi(params, ev.conjugates, alpha, ev.mean_envelope + kink)
-        observables = {
-            "free_entropy": phi,
-            "train_loss": -phi,
-            "energy": float(alpha * ev.mean_loss + c.regulariser(ev.conjugates, self.consts)),
-            "line_correction": alpha * kink,
-            "test_error": float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0]),
-        }
+        observables = self.loss_observables(params, ev.conjugates, ev, alpha, correct_kinks=stationary)
+        observables["test_error"] = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
         failed = self.diagnose(params, ev, residual, observables)
         return FixedPoint(
             alpha=float(alpha),

@@ -27,6 +27,7 @@ from attnphase.saddle.fixed_point import (
     STATUS_SEPARATOR,
     Evaluation,
     FixedPoint,
+    MemoisedMap,
     SaddlePointSolver,
     failed_checks,
 )
@@ -97,21 +98,17 @@ class ConstrainedSolver:
 
     The unknowns are the free order parameters and one multiplier per fixed entry; the equations are
     ``F(x) = x`` on the free entries, with the multipliers in place of the fixed entries' energetic
-    conjugates, and ``order_updates[X] = X0`` on the fixed ones. Entries of the families in
-    ``zero`` are held at zero without a multiplier (an invariant subspace of the equations:
-    :mod:`saddle.branches`). Each solve starts from the Jacobian estimate of the previous one, so a
-    sequence of neighbouring points (a grid, the columns of a Hessian) is solved as a continuation.
+    conjugates, and ``order_updates[X] = X0`` on the fixed ones. Each solve starts from the Jacobian
+    estimate of the previous one, so a sequence of neighbouring points (a grid, the columns of a
+    Hessian) is solved as a continuation.
     """
 
-    def __init__(self, solver: SaddlePointSolver, fixed: Sequence[str], zero: Sequence[str] = ()) -> None:
+    def __init__(self, solver: SaddlePointSolver, fixed: Sequence[str]) -> None:
         self.solver = solver
         self.system = solver.compiled.system.constrained(fixed)
-        names = solver.names
-        self.fixed_index = np.array([names.index(e.name) for e in self.system.fixed])
-        fixed_mask = np.zeros(len(names), dtype=bool)
-        fixed_mask[self.fixed_index] = True
-        self.free = ~fixed_mask & np.array([f not in zero for f in solver.families])
-        self.zero = ~fixed_mask & ~self.free
+        self.fixed_index = np.array([solver.names.index(e.name) for e in self.system.fixed])
+        self.free = np.ones(len(solver.names), dtype=bool)
+        self.free[self.fixed_index] = False
         self._jacobian: np.ndarray | None = None  # the last solve's, reused by the next (neighbouring) one
 
     @property
@@ -151,21 +148,16 @@ class ConstrainedSolver:
         evaluations = 0
         unknowns = np.concatenate([start[self.free], multipliers])
         for thorough in (False, True):
-            cache: dict[bytes, Evaluation] = {}
+            evaluate = MemoisedMap(self.solver, alpha, thorough)
 
-            def residual(u: np.ndarray, cache=cache, thorough=thorough) -> np.ndarray:
-                params = self._params(u[: self.free.sum()], held, start)
-                key = params.tobytes()
-                if key not in cache:
-                    with np.errstate(all="ignore"):
-                        cache[key] = self.solver.evaluate(params, alpha, thorough)
-                g = self._equations(cache[key], u, held)
+            def residual(u: np.ndarray, evaluate=evaluate) -> np.ndarray:
+                g = self._equations(evaluate(self._params(u[: self.free.sum()], held, start)), u, held)
                 return g if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
 
             unknowns, jacobian = self.solver.root(residual, unknowns, None if thorough else self._jacobian)
             if not thorough and jacobian is not None:
                 self._jacobian = jacobian
-            evaluations += len(cache)
+            evaluations += len(evaluate)
             point = self.observe(alpha, held, unknowns, evaluations, correct_kinks)
             if point.converged:
                 return point
@@ -175,7 +167,6 @@ class ConstrainedSolver:
         params = np.array(like, dtype=float)
         params[self.free] = free_values
         params[self.fixed_index] = held
-        params[self.zero] = 0.0
         return params
 
     def _conjugates(self, ev: Evaluation, multipliers: np.ndarray) -> np.ndarray:
@@ -207,14 +198,9 @@ class ConstrainedSolver:
             equations = self._equations(ev, unknowns, held)
             residual = float(np.abs(equations).max(initial=0.0)) if np.all(np.isfinite(equations)) else float("inf")
             stationary = correct_kinks and bool(residual <= solver.settings.accept)
-            kink = solver.kink_correction(params, ev.z, ev.envelope_values) if stationary else 0.0
-            phi = solver._phi(params, conjugates, alpha, ev.mean_envelope + kink)
+            observables = solver.loss_observables(params, conjugates, ev, alpha, correct_kinks=stationary)
+            del observables["free_entropy"]  # -train_loss
             gradient = -compiled.gradient(np.array([alpha]), ev.expectations, params, conjugates, solver.consts)
-            observables = {
-                "train_loss": -phi,
-                "energy": float(alpha * ev.mean_loss + compiled.regulariser(conjugates, solver.consts)),
-                "line_correction": alpha * kink,
-            }
             failed = solver.diagnose(params, replace(ev, conjugates=conjugates), residual, observables)
         return ConstrainedPoint(
             alpha=float(alpha),
