@@ -50,16 +50,24 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_overlap, ax_train, ax_test, ax_gap = axes.ravel()
-    for branch, group in ok.groupby("branch", sort=False):
+    sheets = ok["sheet"] if "sheet" in ok else pd.Series(0, index=ok.index)
+    for (branch, sheet), group in ok.groupby([ok["branch"], sheets], sort=False):
         group = group.sort_values("alpha")
         style = _style(branch)
+        # a sheet past a fold is drawn thin, unlabelled: the same branch, turned back
+        extra = {"linewidth": 0.8} if sheet else {}
+
+        def named(text: str, sheet: int = sheet) -> str | None:
+            return None if sheet else text
+
+        colour = style["color"]
         if "theta" in group:
-            ax_overlap.plot(group["alpha"], group["theta"].abs(), color=style["color"], label=rf"$\theta$ ({branch})")
+            theta_label = named(rf"$\theta$ ({branch})")
+            ax_overlap.plot(group["alpha"], group["theta"].abs(), color=colour, label=theta_label, **extra)
         if "m" in group:
-            ax_overlap.plot(
-                group["alpha"], group["m"].abs(), color=style["color"], linestyle="--", label=f"$m$ ({branch})"
-            )
-        ax_train.plot(group["alpha"], group["train_loss"], color=style["color"], label=branch)
+            m_label = named(f"$m$ ({branch})")
+            ax_overlap.plot(group["alpha"], group["m"].abs(), color=colour, linestyle="--", label=m_label, **extra)
+        ax_train.plot(group["alpha"], group["train_loss"], color=colour, label=named(branch), **extra)
     ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss of each branch")
 
@@ -76,7 +84,7 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
     ax_test.axhline(thresholds["baseline_test_error"], color="tab:green", label="linear baseline")
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
 
-    pivot = ok.pivot_table(index="alpha", columns="branch", values="train_loss")
+    pivot = ok.pivot_table(index="alpha", columns="branch", values="train_loss", aggfunc="min")
     if {"semantic", "positional"} <= set(pivot.columns):
         gap = (pivot["semantic"] - pivot["positional"]).dropna()
         ax_gap.plot(gap.index, gap.values, color="k")
@@ -196,7 +204,7 @@ def gap_figure(branches: pd.DataFrame, low: str, high: str) -> Figure:
     ok = branches[branches["converged"].astype(bool)]
     _, varying = _swept(branches, "alpha")
     for unit, group in ok.groupby("unit", sort=True):
-        pivot = group.pivot_table(index="alpha", columns="branch", values="train_loss")
+        pivot = group.pivot_table(index="alpha", columns="branch", values="train_loss", aggfunc="min")
         if {low, high} <= set(pivot.columns):
             gap = (pivot[high] - pivot[low]).dropna()
             first = group.iloc[0]

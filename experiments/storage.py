@@ -330,6 +330,7 @@ def start_run(
 #: The columns of a scan's table that are not order parameters or conjugates, by kind.
 POINT_NUMBERS = (
     "alpha",
+    "sheet",
     "free_entropy",
     "train_loss",
     "energy",
@@ -343,11 +344,11 @@ POINT_TEXTS = ("branch", "quadrature", "conjugate_form")
 
 
 class PointLog:
-    """Fixed points of a scan, saved after every new point (sorted by branch and alpha)."""
+    """Fixed points of a scan, saved after every new point (sorted by branch, sheet and alpha)."""
 
     def __init__(self, path: Path, points: Iterable[FixedPoint] = ()) -> None:
         self.path = path
-        self._points: dict[tuple[str, float], FixedPoint] = {(p.branch, p.alpha): p for p in points}
+        self._points: dict[tuple[str, int, float], FixedPoint] = {(p.branch, p.sheet, p.alpha): p for p in points}
 
     @classmethod
     def resume(cls, path: Path, names: Sequence[str], conjugate_names: Sequence[str]) -> PointLog:
@@ -370,12 +371,12 @@ class PointLog:
 
     @property
     def points(self) -> list[FixedPoint]:
-        """The points, sorted by branch and alpha."""
+        """The points, sorted by branch, sheet and alpha."""
         return [self._points[k] for k in sorted(self._points)]
 
     def add(self, point: FixedPoint) -> None:
-        """Record ``point`` (replacing one of the same branch and alpha) and save the table."""
-        self._points[(point.branch, point.alpha)] = point
+        """Record ``point`` (replacing one of the same branch, sheet and alpha) and save the table."""
+        self._points[(point.branch, point.sheet, point.alpha)] = point
         self.save()
 
     def save(self) -> pd.DataFrame:

@@ -10,20 +10,26 @@ wherever it lies.
 
 Each continuation step predicts the next point by quadratic extrapolation of the last three and
 corrects it with the quasi-Newton solver, reusing the previous Jacobian. A failed step is retried
-from the last point with a fresh Jacobian, then halved (up to ``max_halvings`` times). A branch
-*ends* where this fails, and every end is recorded (:class:`BranchEnd`) with its kind: ``merged``
-when the step converged onto a point whose defining overlaps vanish (a more symmetric branch, as
-at a pitchfork; that point is not kept on this branch, whose label it does not carry), ``failed``
-when it did not converge (the flagged point is kept, with the checks it failed).
+from the last point with a fresh Jacobian, then halved (up to ``max_halvings`` times). If it still
+fails, the branch is followed in arclength from its last two points (:mod:`saddle.arclength`):
+either the path crosses the target (the step failed for want of a better start, and continuation
+in alpha goes on), or it turns back at a fold, whose alpha is recorded, and the branch's other
+*sheet* is continued back in alpha from the first grid points the path reaches beyond the fold
+(its points carry ``sheet`` one higher). Every end of a piece is recorded (:class:`BranchEnd`)
+with its kind: ``fold`` where the piece turns back (``at`` is the fold's alpha), ``merged`` when
+the branch converged onto a point whose defining overlaps vanish (a more symmetric branch, as at a
+pitchfork; that point is not kept on this branch, whose label it does not carry), ``failed`` when
+it did not converge (the flagged point is kept, with the checks it failed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from attnphase.saddle.arclength import continue_past
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 
@@ -33,24 +39,30 @@ MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step
 #: Anchors tried per branch by default: both ends and the middle of the grid (one more in a gap
 #: where the middle is covered).
 MAX_ANCHORS = 3
-MERGED, FAILED = "merged", "failed"
+MERGED, FAILED, FOLD = "merged", "failed", "fold"
+#: Sheets followed past folds from one anchor (each fold adds one).
+MAX_SHEETS = 3
 
 
 @dataclass(frozen=True)
 class BranchEnd:
     """Where a piece of a branch could not be continued: its last point is at ``alpha``; the step
     towards ``at`` (below ``alpha`` if ``direction`` is -1, above if +1) ``merged`` into the branch
-    named in ``detail`` or ``failed`` with the checks named in ``detail``."""
+    named in ``detail`` or ``failed`` with the checks named in ``detail``; or the piece turns back at
+    a ``fold`` at ``at`` (``detail`` says where its other sheet went). ``sheet``: the piece's sheet."""
 
     alpha: float
     direction: int
     kind: str
     at: float
     detail: str
+    sheet: int = 0
 
     def describe(self, branch: str) -> str:
         """One sentence: where and why the branch ended."""
         side = "below" if self.direction < 0 else "above"
+        if self.kind == FOLD:
+            return f"the {branch} branch turns back at a fold at alpha = {self.at:.6g} ({self.detail})"
         if self.kind == MERGED:
             how = f"it merges into the {self.detail} branch at alpha = {self.at:g}"
         else:
@@ -107,37 +119,77 @@ class BranchTrace:
 def _sweep(
     solver: SaddlePointSolver,
     branch: Branch,
-    start: FixedPoint,
+    start: FixedPoint | Sequence[FixedPoint],
     targets: Sequence[float],
     known: dict[float, FixedPoint],
     on_point: PointCallback,
     max_halvings: int,
     finish: PointFinisher,
-) -> tuple[list[FixedPoint], BranchEnd | None]:
-    """Continue ``start`` through ``targets`` (in order); the points found and where the piece ended."""
-    history = [start]
+    grid: Sequence[float] = (),
+    sheet: int = 0,
+) -> tuple[list[FixedPoint], list[BranchEnd]]:
+    """Continue ``start`` (a point, or the last points of a piece) through ``targets`` (in order);
+    the points found (on this sheet and, past a fold, on the next ones: ``grid`` is where those are
+    sought) and where the piece ended."""
+    history = [start] if isinstance(start, FixedPoint) else list(start)
+    origin = history[-1].alpha
+    direction = 1 if targets and targets[0] > origin else -1
     jacobian: np.ndarray | None = None
     found: list[FixedPoint] = []
+
+    def keep(point: FixedPoint) -> FixedPoint:
+        point = finish(replace(point, sheet=sheet))
+        found.append(point)
+        on_point(point)
+        return point
+
     for target in targets:
-        if target in known:
+        if target in known and sheet == 0:
             history.append(known[target])
             jacobian = None
             continue
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
+        if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
+            passage = continue_past(solver, branch, history, grid or targets, direction)
+            if passage.folded:
+                more, ends = _past_fold(solver, branch, history, passage, on_point, max_halvings, finish, grid, sheet)
+                return found + more, ends
+            if passage.points:  # the branch goes on through the target
+                point, jacobian = passage.points[0], None
+            elif passage.merged:
+                return found, [BranchEnd(history[-1].alpha, direction, MERGED, target, passage.merged, sheet)]
         if not solver.on_branch(point, branch):
-            direction = 1 if target > start.alpha else -1
             if point.converged:
-                return found, BranchEnd(history[-1].alpha, direction, MERGED, point.alpha, point.branch)
+                return found, [BranchEnd(history[-1].alpha, direction, MERGED, point.alpha, point.branch, sheet)]
             if point.branch == branch.name:  # kept, flagged: non-convergence is never silent
-                point = finish(point)
-                found.append(point)
-                on_point(point)
-            return found, BranchEnd(history[-1].alpha, direction, FAILED, point.alpha, point.status)
-        point = finish(point)
-        found.append(point)
+                keep(point)
+            return found, [BranchEnd(history[-1].alpha, direction, FAILED, point.alpha, point.status, sheet)]
+        history.append(keep(point))
+    return found, []
+
+
+def _past_fold(solver, branch, history, passage, on_point, max_halvings, finish, grid, sheet):
+    """The points and ends past the fold that ``passage`` found after ``history``: the next sheet,
+    continued back in alpha from the grid points the passage reached (up to ``MAX_SHEETS`` sheets),
+    and the fold itself as the end of this piece."""
+    direction = 1 if passage.fold > history[-1].alpha else -1
+    back, nxt = -direction, sheet + 1
+    returned = [finish(replace(p, sheet=nxt)) for p in passage.points]
+    for point in returned:
         on_point(point)
-        history.append(point)
-    return found, None
+    ends: list[BranchEnd] = []
+    if returned and nxt < MAX_SHEETS:
+        last = returned[-1].alpha
+        targets = [a for a in grid[::back] if back * (a - last) > 0]
+        more, ends = _sweep(solver, branch, returned, targets, {}, on_point, max_halvings, finish, grid, nxt)
+        returned += more
+    elif passage.merged:
+        at = passage.merged_at if np.isfinite(passage.merged_at) else passage.fold
+        ends = [BranchEnd(passage.fold, back, MERGED, at, passage.merged, nxt)]
+    elif not returned:
+        ends = [BranchEnd(passage.fold, back, FAILED, passage.fold, passage.status, nxt)]
+    where = ends[0].describe(branch.name) if ends else "its other sheet reaches the end of the grid"
+    return returned, [BranchEnd(history[-1].alpha, direction, FOLD, passage.fold, where, sheet), *ends]
 
 
 def _step(solver, branch, history, target, jacobian, max_halvings):
@@ -213,11 +265,14 @@ def trace_branch(
     interrupted run) are reused, not recomputed; every newly computed point of the trace is passed
     through ``finish`` (e.g. to assess its stability) and then to ``on_point``."""
     grid = sorted({float(a) for a in alphas})
-    known_map = {p.alpha: p for p in known if p.branch == branch.name and p.converged and p.alpha in grid}
+    known_map = {
+        p.alpha: p for p in known if p.branch == branch.name and p.converged and p.alpha in grid and p.sheet == 0
+    }
     notify = on_point or (lambda _p: None)
     finish = finish or (lambda p: p)
     covered: dict[float, FixedPoint] = {}
-    points: dict[float, FixedPoint] = {}
+    points: dict[float, FixedPoint] = {}  # the anchors' sheets
+    others: list[FixedPoint] = []  # the sheets beyond folds
     ends: list[BranchEnd] = []
     anchors: list[Anchor] = []
     tried: list[float] = []
@@ -251,14 +306,20 @@ def trace_branch(
                 if target in covered:  # another piece is there: the two join
                     break
                 targets.append(target)
-            found, end = _sweep(solver, branch, anchor, targets, known_map, notify, max_halvings, finish)
+            found, piece_ends = _sweep(
+                solver, branch, anchor, targets, known_map, notify, max_halvings, finish, grid=grid
+            )
             for point in found:
+                if point.sheet:
+                    others.append(point)
+                    continue
                 points[point.alpha] = point
                 if point.converged:
                     covered[point.alpha] = point
+            end = piece_ends[0] if piece_ends else None
             for target in targets:
                 if target in known_map and (end is None or direction * (target - end.alpha) <= 0):
                     covered[target] = points[target] = known_map[target]
-            if end is not None:
-                ends.append(end)
-    return BranchTrace(branch.name, tuple(points[a] for a in sorted(points)), tuple(ends), tuple(anchors))
+            ends.extend(piece_ends)
+    every = sorted([*points.values(), *others], key=lambda p: (p.sheet, p.alpha))
+    return BranchTrace(branch.name, tuple(every), tuple(ends), tuple(anchors))

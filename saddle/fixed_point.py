@@ -148,6 +148,7 @@ class FixedPoint:
     # smallest eigenvalue of the training loss's Hessian block per overlap family (saddle/landscape.py)
     curvature: Mapping[str, float] = field(default_factory=dict)
     stable: bool | None = None  # Hessian positive definite; None where not assessed
+    sheet: int = 0  # folds passed on the way from the branch's anchor (saddle/arclength.py)
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
@@ -189,11 +190,12 @@ class FixedPoint:
                 if str(k).startswith(CURVATURE_PREFIX)
             },
             stable={"true": True, "1": True, "false": False, "0": False}.get(str(row.get("stable", "")).lower()),
+            sheet=int(row.get("sheet", 0)),
         )
 
     def row(self) -> dict[str, object]:
         """One tidy table row (column names are part of the public interface)."""
-        row: dict[str, object] = {"alpha": self.alpha, "branch": self.branch}
+        row: dict[str, object] = {"alpha": self.alpha, "branch": self.branch, "sheet": self.sheet}
         row.update({n: float(v) for n, v in zip(self.names, self.values, strict=True)})
         row.update({n: float(v) for n, v in zip(self.conjugate_names, self.conjugates, strict=True)})
         row.update(

@@ -44,7 +44,9 @@ class Threshold:
 
 
 def _by_alpha(trace: BranchTrace) -> dict[float, FixedPoint]:
-    return {p.alpha: p for p in trace.converged()}
+    """The branch's converged point at each alpha, the lowest in training loss where the branch has
+    several sheets there (folds, :mod:`saddle.arclength`)."""
+    return global_minimum([trace])
 
 
 class _BranchSolver:

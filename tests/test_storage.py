@@ -172,7 +172,7 @@ def _cut_mid_line(text: str) -> str:
 def _garbage_number(text: str) -> str:
     lines = text.splitlines(keepends=True)
     fields = lines[2].split(",")
-    fields[2] = "0.1x3"
+    fields[lines[0].split(",").index("q")] = "0.1x3"
     lines[2] = ",".join(fields)
     return "".join(lines)
 

@@ -1,0 +1,253 @@
+"""Pseudo-arclength continuation of a branch around a fold (THEORY.md sec. 4, 6).
+
+Continuation in alpha (:mod:`saddle.continuation`) solves ``G(x, alpha) = 0`` at the next alpha,
+``G`` the scaled residual ``(F(x) - x) / (1 + |x|)`` on the branch's free order parameters. At a
+fold (a saddle-node) two fixed points of the branch meet and ``dG/dx`` is singular, so that step
+fails however small it is. Parametrised by its arclength ``s`` instead, the branch ``(x(s),
+alpha(s))`` is smooth through the fold: each step predicts along the secant ``t`` of the last two
+points, ``y_pred = y + ds t``, and corrects by solving the bordered system
+
+    G(x, alpha) = 0,    t . W (y - y_pred) = 0,
+
+with ``y = (x, alpha)`` and ``W`` the metric in which the residual is measured (``1 / (1 + |x|)``
+per order parameter, 1 for alpha). The fold is passed when the secant's alpha component changes
+sign; its alpha is the extremum of the parabola through the last three points in ``s``. Beyond it
+the branch runs back in alpha (the other *sheet*, with one more unstable direction), and the first
+points it reaches on the grid are solved exactly at those alphas, to be continued in alpha again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from attnphase.saddle.branches import Branch
+from attnphase.saddle.fixed_point import FixedPoint, MemoisedMap, SaddlePointSolver
+
+#: Arclength steps tried past a failed continuation step before giving up.
+MAX_ARC_STEPS = 40
+#: Halvings of an arclength step whose corrector fails or turns too sharply.
+MAX_ARC_HALVINGS = 3
+#: The first step, as a fraction of the distance between the last two points in alpha; a step that
+#: succeeds lets the next grow by ``STEP_GROWTH``, up to that distance.
+FIRST_STEP = 0.25
+STEP_GROWTH = 1.5
+#: Smallest cosine between consecutive secants: a sharper turn means the corrector jumped to
+#: another part of the branch (e.g. across a fold onto the other sheet), and the step is halved.
+MIN_COSINE = 0.5
+#: How far back in alpha, as a fraction of the last grid step, the path must come from its extreme
+#: point before it counts as turned at a fold (below that it is a wiggle of the discretised map).
+WIGGLE = 0.1
+#: Points of the returning sheet solved on the grid before continuation in alpha takes over.
+RETURN_POINTS = 2
+
+
+@dataclass(frozen=True)
+class ArcOutcome:
+    """What the arclength continuation past a failed step found.
+
+    ``fold``: the alpha of the fold it passed (NaN if none); ``points``: the points it solved on the
+    grid, in order (the failed target itself if the branch goes on through it without a fold, else
+    the first points of the returning sheet); ``merged``: the label of the more symmetric branch the
+    path converged onto or crossed (``None`` if it did neither), crossed at ``merged_at``;
+    ``status`` the checks the last attempt failed."""
+
+    fold: float
+    points: tuple[FixedPoint, ...]
+    merged: str | None = None
+    merged_at: float = float("nan")  # where the path crossed the more symmetric branch, if it did
+    status: str = ""
+
+    @property
+    def folded(self) -> bool:
+        """The path turned back at a fold."""
+        return bool(np.isfinite(self.fold))
+
+
+class ArclengthPath:
+    """The branch ``branch`` of ``solver`` followed in arclength from the last two points of
+    ``history`` (module docstring). Evaluations of ``F`` are memoised per alpha."""
+
+    def __init__(self, solver: SaddlePointSolver, branch: Branch, history: Sequence[FixedPoint]) -> None:
+        self.solver, self.branch = solver, branch
+        self.free = solver.free_mask(branch)
+        self.like = history[-1].values.copy()
+        self.weights = np.append(1.0 / (1.0 + np.abs(self.like[self.free])), 1.0)
+        self.points = [self._state(p) for p in history[-2:]]
+        self._maps: dict[tuple[float, bool], MemoisedMap] = {}
+
+    def _state(self, point: FixedPoint) -> np.ndarray:
+        return np.append(point.values[self.free], point.alpha)
+
+    def full(self, state: np.ndarray) -> np.ndarray:
+        """Every order parameter at the path state ``state`` (the held ones at zero)."""
+        full = self.like.copy()
+        full[self.free] = state[:-1]
+        return full
+
+    def _residual(self, state: np.ndarray, thorough: bool) -> np.ndarray:
+        """``G(x, alpha)`` (module docstring); 1e6 where it is not finite or alpha is not positive."""
+        x, alpha = state[:-1], float(state[-1])
+        if not alpha > 0:
+            return np.full(x.size, 1e6)
+        evaluate = self._maps.setdefault((alpha, thorough), MemoisedMap(self.solver, alpha, thorough))
+        g = evaluate(self.full(state)).updated[self.free] - x
+        return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full(x.size, 1e6)
+
+    def secant(self) -> tuple[np.ndarray, float]:
+        """The unit secant of the last two points in the metric ``W`` and their distance."""
+        step = self.weights * (self.points[-1] - self.points[-2])
+        length = float(np.linalg.norm(step))
+        return step / length, length
+
+    def cosine(self, state: np.ndarray) -> float:
+        """The cosine between the last secant and the step from the last point to ``state``."""
+        tangent, _ = self.secant()
+        step = self.weights * (state - self.points[-1])
+        return float(tangent @ step / max(float(np.linalg.norm(step)), 1e-300))
+
+    def advance(self, ds: float) -> tuple[np.ndarray, FixedPoint]:
+        """One predictor-corrector step of length ``ds``: the new state and its point (observed
+        with every check of :meth:`SaddlePointSolver.observe`). Not appended to the path. As in
+        :meth:`SaddlePointSolver.solve`, the corrector runs with the quick prox starts and, if the
+        point does not pass the checks with all of them, again with all of them."""
+        tangent, _ = self.secant()
+        predicted = self.points[-1] + ds * tangent / self.weights
+        state = predicted
+        for thorough in (False, True):
+
+            def bordered(y: np.ndarray, thorough: bool = thorough) -> np.ndarray:
+                return np.append(self._residual(y, thorough), tangent @ (self.weights * (y - predicted)))
+
+            state, _ = self.solver.root(bordered, state)
+            alpha = float(state[-1])
+            if not (alpha > 0 and np.all(np.isfinite(state))):  # the corrector left the domain
+                last = self.solver.observe(self.full(self.points[-1]), float(self.points[-1][-1]), self.branch)
+                return state, replace(last, converged=False, status="residual: the corrector left alpha > 0")
+            point = self.solver.observe(self.full(state), alpha, self.branch)
+            if point.converged:
+                break
+        return state, point
+
+    def flipped(self, state: np.ndarray) -> tuple[tuple[str, ...], float]:
+        """The overlap families whose leading entry changes sign between the last point and ``state``,
+        and the alpha where the first of them crosses zero (linear interpolation; NaN if none does)."""
+        before, after = self.full(self.points[-1]), self.full(state)
+        bound = self.solver.overlap_bounds(before)
+        flips = np.flatnonzero((bound != 0) & (np.sign(before) * np.sign(after) < 0))
+        if flips.size == 0:
+            return (), float("nan")
+        i = flips[0]
+        w = before[i] / (before[i] - after[i])
+        at = float(self.points[-1][-1] + w * (state[-1] - self.points[-1][-1]))
+        return tuple(dict.fromkeys(self.solver.families[j] for j in flips)), at
+
+    def turned(self, extreme: int, direction: int, wiggle: float) -> bool:
+        """The path has come back from its extreme point (index ``extreme``) by more than ``wiggle``."""
+        return bool(direction * (self.points[extreme][-1] - self.points[-1][-1]) > wiggle)
+
+    def fold(self, extreme: int, direction: int, wiggle: float) -> float:
+        """The alpha of the fold if the path has turned: the extremum of the parabola in arclength
+        through the extreme point and its neighbours (their largest alpha if the fit does not peak
+        between them); NaN if it has not turned."""
+        if not self.turned(extreme, direction, wiggle):
+            return float("nan")
+        near = np.array(self.points[extreme - 1 : extreme + 2])
+        alphas = near[:, -1]
+        if len(near) < 3:
+            return float(self.points[extreme][-1])
+        steps = np.linalg.norm(np.diff(near * self.weights, axis=0), axis=1)
+        s = np.concatenate([[0.0], np.cumsum(steps)])
+        coefficients = np.polyfit(s, alphas, 2)
+        a, b = coefficients[0], coefficients[1]
+        if a == 0 or not s[0] <= -b / (2 * a) <= s[-1]:
+            return float(self.points[extreme][-1])
+        return float(np.polyval(coefficients, -b / (2 * a)))
+
+
+def continue_past(
+    solver: SaddlePointSolver, branch: Branch, history: Sequence[FixedPoint], grid: Sequence[float], direction: int
+) -> ArcOutcome:
+    """Follow ``branch`` in arclength from the last two points of ``history`` (going in ``direction``
+    of alpha) after a continuation step in alpha failed: until the path reaches the next ``grid``
+    alpha in ``direction`` (that point is solved and returned: the branch goes on), or turns at a
+    fold and comes back across ``RETURN_POINTS`` grid alphas (solved and returned, with the fold's
+    alpha), or leaves the branch.
+
+    Near a fold the path may wiggle in alpha by a little (the map is only piecewise smooth where the
+    prox changes basin at some nodes), so the fold is where alpha is extremal on the path, and the
+    path has turned once it has come back by ``WIGGLE`` of the last grid step."""
+    path = ArclengthPath(solver, branch, history)
+    _, longest = path.secant()
+    ds = FIRST_STEP * longest
+    begin = history[-1].alpha
+    wiggle = WIGGLE * abs(begin - history[-2].alpha)
+    extreme = len(path.points) - 1  # the path's point furthest in ``direction``
+    returned: list[FixedPoint] = []
+    solved: set[float] = set()
+    status = ""
+    for _ in range(MAX_ARC_STEPS):
+        for _halving in range(MAX_ARC_HALVINGS + 1):
+            state, point = path.advance(ds)
+            if solver.on_branch(point, branch):
+                if path.cosine(state) >= MIN_COSINE:
+                    ds = min(STEP_GROWTH * ds, longest)
+                    break
+                status = f"residual: the path turns by more than {np.degrees(np.arccos(MIN_COSINE)):.0f} degrees"
+            else:
+                status = point.status
+            ds /= 2
+        else:  # off the branch at the shortest step: converged onto a more symmetric branch, or failed
+            merged = point.branch if point.converged and point.branch != branch.name else None
+            return ArcOutcome(path.fold(extreme, direction, wiggle), tuple(returned), merged=merged, status=status)
+        previous = path.points[-1]
+        flipped, at = path.flipped(state)
+        if flipped:  # through zero: the path crossed the more symmetric branch at a pitchfork
+            kept = [f for f in solver.nonzero_families(path.full(previous)) if f not in flipped]
+            fold = path.fold(extreme, direction, wiggle)
+            return ArcOutcome(fold, tuple(returned), merged=solver.compiled.system.label(kept), merged_at=at)
+        path.points.append(state)
+        if direction * (state[-1] - path.points[extreme][-1]) > 0:
+            extreme = len(path.points) - 1
+        forward = direction * (state[-1] - previous[-1]) > 0
+        for target in _crossed(grid, float(previous[-1]), float(state[-1])):
+            ahead = direction * (target - begin) > 0
+            if target in solved or forward != ahead or not (forward or path.turned(extreme, direction, wiggle)):
+                continue
+            found = _solve_between(solver, branch, path, previous, state, target)
+            if found is None:
+                continue
+            solved.add(target)
+            if forward:  # the branch goes on through the target
+                return ArcOutcome(float("nan"), (found,))
+            returned.append(found)
+            if len(returned) == RETURN_POINTS:
+                break
+        if len(returned) == RETURN_POINTS:
+            break
+    else:
+        status = status or "no fold within the arclength steps"
+    return ArcOutcome(path.fold(extreme, direction, wiggle), tuple(returned), status=status)
+
+
+def _crossed(grid: Sequence[float], start: float, stop: float) -> list[float]:
+    """The grid alphas strictly after ``start`` up to ``stop``, in the order the path meets them."""
+    low, high = sorted((start, stop))
+    inside = [a for a in grid if low < a <= high] if stop > start else [a for a in grid if low <= a < high]
+    return sorted(inside, reverse=stop < start)
+
+
+def _solve_between(solver, branch, path, before, after, target) -> FixedPoint | None:
+    """The point of the branch at ``target`` from the linear interpolation of two path states, if it
+    is the path's (within half the distance between the two states: not another sheet's point)."""
+    w = (target - before[-1]) / (after[-1] - before[-1])
+    between = before + w * (after - before)
+    point, _ = solver.solve(target, branch, initial=path.full(between))
+    if not solver.on_branch(point, branch):
+        return None
+    distance = np.linalg.norm(path.weights * (np.append(point.values[path.free], target) - between))
+    if distance > 0.5 * np.linalg.norm(path.weights * (after - before)) + 1e-6:
+        return None
+    return replace(point, alpha=float(target))

@@ -1,0 +1,84 @@
+"""Folds: the continuation follows a branch around a saddle-node (saddle/arclength.py).
+
+At omega = 0.2 the positional branch ends in alpha at a fold: its minimum (the sheet the anchor
+finds) meets a saddle of the training loss and both vanish. Each property is checked by a route
+other than the arclength path that found it: solves at fixed alpha beyond the fold, the curvature
+of the loss approaching it, and the sign change of the agnostic point's curvature where the
+returning sheet merges into it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.continuation import FOLD, MERGED, trace_branch
+from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.landscape import assess
+from attnphase.saddle.scan import make_solver
+
+GRID = [1.5, 1.58, 1.66, 1.74, 1.82, 1.9]
+
+
+@pytest.fixture(scope="module")
+def solver():
+    return make_solver(paper_model(omega=0.2))
+
+
+@pytest.fixture(scope="module")
+def trace(solver):
+    return trace_branch(solver, solver.branch("positional"), GRID, finish=lambda p: assess(solver, p))
+
+
+def _sheet(trace, sheet: int) -> dict[float, FixedPoint]:
+    return {p.alpha: p for p in trace.points if p.sheet == sheet and p.converged}
+
+
+def _fold(trace):
+    (fold,) = [e for e in trace.ends if e.kind == FOLD]
+    return fold
+
+
+def test_the_positional_branch_turns_back_at_a_fold_inside_the_grid_step_beyond_its_last_point(trace):
+    """One fold, located strictly inside the grid step beyond the last point of the anchor's sheet;
+    every point of every sheet labelled positional."""
+    fold = _fold(trace)
+    assert fold.sheet == 0 and max(_sheet(trace, 0)) == fold.alpha < fold.at < fold.alpha + 0.08
+    assert all(p.branch == "positional" for p in trace.points)
+
+
+def test_no_positional_point_beyond_the_fold(solver, trace):
+    """Solved at fixed alpha just beyond the fold from the last point below it, the solver leaves the
+    positional branch (another route than the arclength path)."""
+    fold = _fold(trace)
+    last = _sheet(trace, 0)[fold.alpha]
+    branch = solver.branch("positional")
+    for alpha in (fold.at + 0.01, fold.at + 0.03):
+        beyond, _ = solver.solve(alpha, branch, initial=last.values)
+        assert not solver.on_branch(beyond, branch), alpha
+
+
+def test_the_minimum_flattens_towards_the_fold(trace):
+    """On the anchor's sheet the curvature in m (the Hessian of the training loss) falls steadily as the
+    fold nears and is nearly zero at the last point before it: a saddle-node, where it vanishes."""
+    stable = _sheet(trace, 0)
+    curvature = [stable[a].curvature["m"] for a in sorted(stable)]
+    assert curvature[0] > 0
+    assert all(b < a for a, b in zip(curvature, curvature[1:], strict=False))
+    assert abs(curvature[-1]) < 0.1 * curvature[0]
+
+
+def test_the_returning_sheet_merges_into_the_agnostic_point_where_its_m_curvature_changes_sign(solver, trace):
+    """Beyond the fold the other sheet runs back in alpha and merges into the agnostic branch (a
+    pitchfork); the agnostic point's curvature in m (the Hessian: another route) changes sign there."""
+    fold = _fold(trace)
+    (merge,) = [e for e in trace.ends if e.kind == MERGED and e.sheet == 1]
+    assert merge.detail == "agnostic" and merge.direction == -1 and merge.at < fold.at
+    agnostic = solver.branch("agnostic")
+    signs = []
+    for alpha in (merge.at - 0.03, merge.at + 0.03):
+        point = assess(solver, solver.anchor(alpha, agnostic))
+        assert point.branch == "agnostic" and point.stable is not None
+        signs.append(np.sign(point.curvature["m"]))
+    assert signs == [-1, 1]
