@@ -37,9 +37,10 @@ STEP_GROWTH = 1.5
 #: Smallest cosine between consecutive secants: a sharper turn means the corrector jumped to
 #: another part of the branch (e.g. across a fold onto the other sheet), and the step is halved.
 MIN_COSINE = 0.5
-#: How far back in alpha, as a fraction of the last grid step, the path must come from its extreme
-#: point before it counts as turned at a fold (below that it is a wiggle of the discretised map).
-WIGGLE = 0.1
+#: How far back in the parameter, as a fraction of the last grid step (of the first step for a
+#: constant), the path must come from its extreme point before it counts as turned at a fold (below
+#: that it is a wiggle of the discretised map: a few 1e-3 in alpha or omega).
+WIGGLE = 0.25
 #: Points of the returning sheet solved on the grid before continuation in alpha takes over.
 RETURN_POINTS = 2
 
@@ -66,35 +67,88 @@ class ArcOutcome:
         return bool(np.isfinite(self.fold))
 
 
-class ArclengthPath:
-    """The branch ``branch`` of ``solver`` followed in arclength from the last two points of
-    ``history`` (module docstring). Evaluations of ``F`` are memoised per alpha."""
+class AlphaParameter:
+    """Continuation in alpha: the path's parameter is alpha itself, on ``solver``."""
 
-    def __init__(self, solver: SaddlePointSolver, branch: Branch, history: Sequence[FixedPoint]) -> None:
-        self.solver, self.branch = solver, branch
-        self.free = solver.free_mask(branch)
-        self.like = history[-1].values.copy()
+    name = "alpha"
+
+    def __init__(self, solver: SaddlePointSolver) -> None:
+        self.solver = solver
+
+    def at(self, value: float) -> tuple[SaddlePointSolver, float] | None:
+        """The solver and alpha at parameter ``value`` (``None`` outside alpha > 0)."""
+        return (self.solver, value) if value > 0 else None
+
+
+class ConstantParameter:
+    """Continuation in the declaration's named constant ``name`` (e.g. ``omega``) at fixed ``alpha``,
+    within ``[low, high]``: one :meth:`SaddlePointSolver.with_constants` per value."""
+
+    def __init__(
+        self, solver: SaddlePointSolver, name: str, alpha: float, low: float = -np.inf, high: float = np.inf
+    ) -> None:
+        self.solver, self.name, self.alpha, self.low, self.high = solver, name, alpha, low, high
+        self._solvers: dict[float, SaddlePointSolver] = {}
+
+    def at(self, value: float) -> tuple[SaddlePointSolver, float] | None:
+        """The solver and alpha at parameter ``value`` (``None`` outside ``[low, high]``)."""
+        if not self.low <= value <= self.high:
+            return None
+        if value not in self._solvers:
+            self._solvers[value] = self.solver.with_constants({self.name: value})
+        return self._solvers[value], self.alpha
+
+
+class ArclengthPath:
+    """A branch followed in arclength in the states ``(x, p)``: the branch's free order parameters and
+    a parameter ``p`` (alpha, :class:`AlphaParameter`, or a constant, :class:`ConstantParameter`),
+    from two starting ``(values, p)`` pairs (module docstring). Evaluations of ``F`` are memoised
+    per parameter value."""
+
+    def __init__(
+        self,
+        branch: Branch,
+        start: Sequence[tuple[np.ndarray, float]],
+        parameter: AlphaParameter | ConstantParameter,
+    ) -> None:
+        self.branch, self.parameter = branch, parameter
+        self.solver = parameter.solver
+        self.free = self.solver.free_mask(branch)
+        self.like = np.array(start[-1][0], dtype=float)
         self.weights = np.append(1.0 / (1.0 + np.abs(self.like[self.free])), 1.0)
-        self.points = [self._state(p) for p in history[-2:]]
+        self.points = [np.append(np.asarray(values)[self.free], p) for values, p in start[-2:]]
         self._maps: dict[tuple[float, bool], MemoisedMap] = {}
 
-    def _state(self, point: FixedPoint) -> np.ndarray:
-        return np.append(point.values[self.free], point.alpha)
-
     def full(self, state: np.ndarray) -> np.ndarray:
-        """Every order parameter at the path state ``state`` (the held ones at zero)."""
+        """Every order parameter at the path state ``state`` (the entries the branch holds at zero stay zero)."""
         full = self.like.copy()
         full[self.free] = state[:-1]
         return full
 
     def _residual(self, state: np.ndarray, thorough: bool) -> np.ndarray:
-        """``G(x, alpha)`` (module docstring); 1e6 where it is not finite or alpha is not positive."""
-        x, alpha = state[:-1], float(state[-1])
-        if not alpha > 0:
+        """``G(x, p)`` (module docstring); 1e6 where it is not finite or ``p`` is out of range."""
+        x, p = state[:-1], float(state[-1])
+        where = self.parameter.at(p)
+        if where is None:
             return np.full(x.size, 1e6)
-        evaluate = self._maps.setdefault((alpha, thorough), MemoisedMap(self.solver, alpha, thorough))
+        solver, alpha = where
+        evaluate = self._maps.setdefault((p, thorough), MemoisedMap(solver, alpha, thorough))
         g = evaluate(self.full(state)).updated[self.free] - x
         return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full(x.size, 1e6)
+
+    def observe(self, state: np.ndarray) -> FixedPoint:
+        """The fixed point at ``state`` with every check (:meth:`SaddlePointSolver.observe`); flagged if
+        its parameter is out of range."""
+        p = float(state[-1])
+        where = self.parameter.at(p) if np.all(np.isfinite(state)) else None
+        if where is None:  # the corrector left the parameter's range
+            solver, alpha = self.parameter.at(float(self.points[-1][-1]))
+            last = solver.observe(self.full(self.points[-1]), alpha, self.branch)
+            return replace(
+                last, converged=False, status=f"residual: the corrector left the range of {self.parameter.name}"
+            )
+        solver, alpha = where
+        return solver.observe(self.full(state), alpha, self.branch)
 
     def secant(self) -> tuple[np.ndarray, float]:
         """The unit secant of the last two points in the metric ``W`` and their distance."""
@@ -122,12 +176,8 @@ class ArclengthPath:
                 return np.append(self._residual(y, thorough), tangent @ (self.weights * (y - predicted)))
 
             state, _ = self.solver.root(bordered, state)
-            alpha = float(state[-1])
-            if not (alpha > 0 and np.all(np.isfinite(state))):  # the corrector left the domain
-                last = self.solver.observe(self.full(self.points[-1]), float(self.points[-1][-1]), self.branch)
-                return state, replace(last, converged=False, status="residual: the corrector left alpha > 0")
-            point = self.solver.observe(self.full(state), alpha, self.branch)
-            if point.converged:
+            point = self.observe(state)
+            if point.converged or not np.all(np.isfinite(state)):
                 break
         return state, point
 
@@ -179,7 +229,7 @@ def continue_past(
     Near a fold the path may wiggle in alpha by a little (the map is only piecewise smooth where the
     prox changes basin at some nodes), so the fold is where alpha is extremal on the path, and the
     path has turned once it has come back by ``WIGGLE`` of the last grid step."""
-    path = ArclengthPath(solver, branch, history)
+    path = ArclengthPath(branch, [(p.values, p.alpha) for p in history[-2:]], AlphaParameter(solver))
     _, longest = path.secant()
     ds = FIRST_STEP * longest
     begin = history[-1].alpha
@@ -251,3 +301,81 @@ def _solve_between(solver, branch, path, before, after, target) -> FixedPoint | 
     if distance > 0.5 * np.linalg.norm(path.weights * (after - before)) + 1e-6:
         return None
     return replace(point, alpha=float(target))
+
+
+@dataclass(frozen=True)
+class ConstantPath:
+    """A fixed point followed in the constant ``name`` at fixed alpha (:func:`continue_in_constant`):
+    the constant's ``values`` along the path and the ``points`` there (in path order, every one
+    converged), the ``folds`` passed (the constant's value at each), and why the path stopped
+    (``end``: ``"reached"`` the requested value, ``"merged into <label>"`` at ``merged_at``, or the
+    checks the last step failed)."""
+
+    name: str
+    values: tuple[float, ...]
+    points: tuple[FixedPoint, ...]
+    folds: tuple[float, ...]
+    end: str
+    merged_at: float = float("nan")
+
+
+def continue_in_constant(
+    solver: SaddlePointSolver,
+    point: FixedPoint,
+    name: str,
+    stop: float,
+    step: float = 0.02,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+    max_steps: int = MAX_ARC_STEPS,
+) -> ConstantPath:
+    """Follow the converged fixed point ``point`` of ``solver`` in the declaration's constant ``name``
+    from its value towards ``stop``, at the point's alpha, in pseudo-arclength (module docstring):
+    through folds, where the constant turns back (each recorded), until the constant reaches
+    ``stop``, the path crosses a more symmetric branch or a step fails. ``step``: the first change
+    of the constant; ``bounds``: the constant's allowed range (e.g. ``(0, 1)`` for omega)."""
+    branch = next(b for b in solver.branches if b.name == point.branch)
+    parameter = ConstantParameter(solver, name, point.alpha, *bounds)
+    start = float(solver.consts[[str(c) for c in solver.compiled.system.constants].index(name)])
+    direction = 1 if stop > start else -1
+    first = start + direction * step
+    where = parameter.at(first)
+    if where is None:
+        return ConstantPath(name, (start,), (point,), (), f"{name} = {first:g} is out of range")
+    second, _ = where[0].solve(point.alpha, branch, initial=point.values)
+    if not solver.on_branch(second, branch):
+        return ConstantPath(name, (start,), (point,), (), second.status if not second.converged else "merged")
+    path = ArclengthPath(branch, [(point.values, start), (second.values, first)], parameter)
+    _, longest = path.secant()
+    ds, heading, extreme = longest, direction, 1
+    wiggle = WIGGLE * step
+    values, points, folds = [start, first], [point, second], []
+    end, merged_at = "", float("nan")
+    for _ in range(max_steps):
+        if direction * (values[-1] - stop) >= 0 and heading == direction:
+            end = "reached"
+            break
+        for _halving in range(MAX_ARC_HALVINGS + 1):
+            state, found = path.advance(ds)
+            if solver.on_branch(found, branch) and path.cosine(state) >= MIN_COSINE:
+                ds = min(STEP_GROWTH * ds, longest)
+                break
+            end = found.status if not found.converged else "the path turns too sharply"
+            ds /= 2
+        else:
+            break
+        flipped, at = path.flipped(state)
+        if flipped:
+            kept = [f for f in solver.nonzero_families(path.full(path.points[-1])) if f not in flipped]
+            end, merged_at = f"merged into {solver.compiled.system.label(kept)}", at
+            break
+        path.points.append(state)
+        values.append(float(state[-1]))
+        points.append(found)
+        if heading * (values[-1] - values[extreme]) > 0:
+            extreme = len(values) - 1
+        elif path.turned(extreme, heading, wiggle):  # the constant came back: a fold at its extreme
+            folds.append(path.fold(extreme, heading, wiggle))
+            heading, extreme = -heading, len(values) - 1
+    else:
+        end = end or f"{max_steps} steps"
+    return ConstantPath(name, tuple(values), tuple(points), tuple(folds), end, merged_at)

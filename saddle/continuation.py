@@ -152,6 +152,8 @@ def _sweep(
         if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
             passage = continue_past(solver, branch, history, grid or targets, direction)
             if passage.folded:
+                if point.branch == branch.name and direction * (passage.fold - target) > 0:
+                    keep(point)  # the branch exists at the target, but did not converge there: kept, flagged
                 more, ends = _past_fold(solver, branch, history, passage, on_point, max_halvings, finish, grid, sheet)
                 return found + more, ends
             if passage.points:  # the branch goes on through the target
@@ -259,17 +261,20 @@ def trace_branch(
     max_halvings: int = 2,
     max_anchors: int = MAX_ANCHORS,
     finish: PointFinisher | None = None,
+    anchor: Callable[[float], FixedPoint] | None = None,
 ) -> BranchTrace:
     """Every point of ``branch`` at ``alphas`` that anchors at up to ``max_anchors`` alphas and their
     continuations find (module docstring). ``known`` converged points of the branch (e.g. from an
     interrupted run) are reused, not recomputed; every newly computed point of the trace is passed
-    through ``finish`` (e.g. to assess its stability) and then to ``on_point``."""
+    through ``finish`` (e.g. to assess its stability) and then to ``on_point``. ``anchor``: the search
+    for a first point at an alpha (by default :meth:`SaddlePointSolver.anchor`)."""
     grid = sorted({float(a) for a in alphas})
     known_map = {
         p.alpha: p for p in known if p.branch == branch.name and p.converged and p.alpha in grid and p.sheet == 0
     }
     notify = on_point or (lambda _p: None)
     finish = finish or (lambda p: p)
+    search = anchor or (lambda a: solver.anchor(a, branch))
     covered: dict[float, FixedPoint] = {}
     points: dict[float, FixedPoint] = {}  # the anchors' sheets
     others: list[FixedPoint] = []  # the sheets beyond folds
@@ -286,9 +291,8 @@ def trace_branch(
         if alpha in known_map:
             anchor = known_map[alpha]
         else:
-            anchor = solver.anchor(alpha, branch)
-            if anchor.branch == branch.name:  # a point of another branch is not kept
-                anchor = finish(anchor)
+            first = search(alpha)
+            anchor = finish(first) if first.branch == branch.name else first  # another branch's is not kept
         anchors.append(Anchor(alpha, anchor.branch if anchor.converged else None, anchor.status))
         if not solver.on_branch(anchor, branch):
             if not anchor.converged and anchor.branch == branch.name:  # kept, flagged: never silent

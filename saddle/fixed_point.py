@@ -16,6 +16,7 @@ is repeated with all of them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -487,7 +488,26 @@ class SaddlePointSolver:
 
     def _rho(self, group: int) -> float:
         system = self.compiled.system
-        return float(system.teacher_overlap[group].subs(system.constant_values()))
+        return float(system.teacher_overlap[group].subs(dict(zip(system.constants, self.consts, strict=True))))
+
+    def with_constants(self, values: Mapping[str, float]) -> SaddlePointSolver:
+        """This solver with some of the declaration's named constants (``AttentionModel.constants()``,
+        e.g. ``omega``) set to other finite ``values``: the same compiled kernels, rule and settings,
+        for continuation in a constant (:func:`saddle.arclength.continue_in_constant`). The symmetry
+        folds found so far are kept (their groups, found at generic values, hold at other generic
+        values); every other cache starts empty."""
+        names = [str(c) for c in self.compiled.system.constants]
+        consts = self.consts.copy()
+        for name, value in values.items():
+            if name not in names:
+                raise ValueError(f"constant must be one of {', '.join(names)}; got {name!r}")
+            if not np.isfinite(value):
+                raise ValueError(f"{name} must be finite; got {value!r}")
+            consts[names.index(name)] = float(value)
+        other = copy.copy(self)
+        other.consts = consts
+        other._symmetric, other._coarse, other._warm, other._folds = {}, None, {}, dict(self._folds)
+        return other
 
     def free_mask(self, branch: Branch) -> np.ndarray:
         """True for the order parameters ``branch`` does not hold at zero."""
@@ -576,6 +596,7 @@ class SaddlePointSolver:
         if self._coarse is None:
             settings = replace(self.settings, quadrature=GaussHermite(order), test_quadrature=GaussHermite(order))
             self._coarse = SaddlePointSolver(self.compiled, settings)
+            self._coarse.consts = self.consts.copy()  # the same constants (with_constants)
         return self._coarse
 
     def anchor(self, alpha: float, branch: Branch) -> FixedPoint:

@@ -16,11 +16,13 @@ from dataclasses import dataclass, replace
 
 from attnphase.replica.declaration import AttentionModel
 from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.branches import Branch
 from attnphase.saddle.compiled import compile_system
 from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_branch
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.switching import along_ray
 from attnphase.saddle.thresholds import (
     ABSENT,
     Threshold,
@@ -72,9 +74,10 @@ def run_scan(
     model = solver.compiled.system.model
     known = list(known)
     finish = (lambda p: assess(solver, p)) if stability else None
-    traces = {
-        b.name: trace_branch(solver, b, alphas, known=known, on_point=on_point, finish=finish) for b in solver.branches
-    }
+    traces: dict[str, BranchTrace] = {}
+    for b in solver.branches:  # the most symmetric first: a branch's subspaces are traced before it
+        search = _anchor_search(solver, b, traces)
+        traces[b.name] = trace_branch(solver, b, alphas, known=known, on_point=on_point, finish=finish, anchor=search)
     named = {b.name: b for b in solver.branches}
     low, high = model.labels.critical
     if low in named and high in named:
@@ -88,6 +91,31 @@ def run_scan(
         alpha_c.value,
     )
     return ScanSolution(traces, transitions(list(traces.values())), alpha_c, alpha_l, reference_error)
+
+
+def _anchor_search(solver: SaddlePointSolver, branch: Branch, traces: dict[str, BranchTrace]):
+    """The anchor search for ``branch`` at an alpha: :meth:`SaddlePointSolver.anchor`, and if that
+    lands elsewhere, a ray (:func:`saddle.switching.along_ray`) from each converged point at that
+    alpha of every traced branch that holds one more family at zero, along that family."""
+    subspaces = [
+        (traces[b.name], (set(b.zero) - set(branch.zero)).pop())
+        for b in solver.branches
+        if b.name in traces and set(branch.zero) < set(b.zero) and len(b.zero) == len(branch.zero) + 1
+    ]
+
+    def search(alpha: float) -> FixedPoint:
+        found = solver.anchor(alpha, branch)
+        if solver.on_branch(found, branch):
+            return found
+        for trace, family in subspaces:
+            for point in trace.converged():
+                if point.alpha == alpha and point.sheet == 0:
+                    met = along_ray(solver, point, family, branch)
+                    if met is not None:
+                        return met
+        return found
+
+    return search
 
 
 def threshold_solver(model: AttentionModel, settings: SolverSettings) -> SaddlePointSolver:

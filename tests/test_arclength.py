@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
+from attnphase.saddle.arclength import continue_in_constant
 from attnphase.saddle.continuation import FOLD, MERGED, trace_branch
 from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.landscape import assess
@@ -82,3 +83,34 @@ def test_the_returning_sheet_merges_into_the_agnostic_point_where_its_m_curvatur
         assert point.branch == "agnostic" and point.stable is not None
         signs.append(np.sign(point.curvature["m"]))
     assert signs == [-1, 1]
+
+
+def test_the_positional_branch_at_alpha_2_folds_in_omega_between_0_2_and_0_3():
+    """Continued in omega from 0.3 downwards at alpha = 2, the positional branch turns back at one fold
+    between 0.2 and 0.3 (where the fold in alpha at omega = 0.2, 1.77, lies below alpha = 2). Checked
+    by other routes: the path's points on both sheets near the fold are fixed points of the paper's
+    declaration built afresh at their omega (with distinct m), and below the fold a solve from the
+    fold's point leaves the positional branch."""
+    solver = make_solver(paper_model(omega=0.3))
+    branch = solver.branch("positional")
+    start = solver.anchor(2.0, branch)
+    path = continue_in_constant(solver, start, "omega", 0.15, bounds=(0.0, 1.0))
+    (fold,) = path.folds
+    assert 0.2 < fold < 0.3
+    turn = int(np.argmin(path.values))
+    sheets = (range(turn), range(turn + 1, len(path.values)))
+    near = [min(sheet, key=lambda i: abs(path.values[i] - fold - 0.01)) for sheet in sheets]
+    for i in near:
+        fresh = make_solver(paper_model(omega=path.values[i])).observe(path.points[i].values, 2.0, branch)
+        assert fresh.converged and fresh.branch == "positional", fresh.status
+    assert path.points[near[0]]["m"] > path.points[near[1]]["m"] + 0.02
+    below = make_solver(paper_model(omega=fold - 0.01))
+    left, _ = below.solve(2.0, branch, initial=path.points[turn].values)
+    assert not below.on_branch(left, branch)
+
+
+def test_with_constants_names_the_allowed_constants(solver):
+    with pytest.raises(ValueError, match="constant must be one of .*omega"):
+        solver.with_constants({"omgea": 0.2})
+    with pytest.raises(ValueError, match="omega must be finite"):
+        solver.with_constants({"omega": float("nan")})

@@ -1,0 +1,77 @@
+"""Anchors of a branch found from the branches it contains: rays in the loss landscape (THEORY.md sec. 3, 6).
+
+A branch that leaves an overlap family free contains, as its subspace, the branch that holds that
+family at zero too (the paper's mixed branch contains the positional and the semantic ones). From a
+converged point ``P`` of such a subspace branch, a ray holds the family's leading entry at ``s``
+times its Cauchy-Schwarz bound and solves every other saddle-point equation
+(:class:`~attnphase.saddle.landscape.ConstrainedSolver`): along it the training loss ``eps(s)`` is
+the lowest among weights with that overlap, and ``d eps / d s`` vanishes at ``s = 0`` (the loss is
+even in the family). Where it vanishes again at ``s* > 0`` every equation holds: a fixed point with
+the family non-zero. From a minimum (``eps`` rises first) it is the barrier towards another
+minimum, a saddle; from a point unstable along the family (it falls first) it is the minimum the
+fall ends in. ``s`` grows along :data:`RAY`, each solve continuing the previous one; the root is
+bracketed by the first sign change of the gradient, refined by Brent's method, and polished by a
+solve of the containing branch from it, which must converge there (where the ray's solves jump
+between sheets the bracket may hold no root, and the polish then finds no point of the branch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize
+
+from attnphase.saddle.branches import Branch
+from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
+from attnphase.saddle.landscape import ConstrainedPoint, ConstrainedSolver
+
+#: The ray's steps, as fractions of the family's Cauchy-Schwarz bound.
+RAY = (0.005, 0.01, 0.02, 0.04, 0.07, 0.11, 0.16, 0.22, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def along_ray(solver: SaddlePointSolver, point: FixedPoint, family: str, target: Branch) -> FixedPoint | None:
+    """The fixed point of ``target`` (which leaves ``family`` free) that the ray from ``point`` (a
+    converged point at which ``family`` is zero) along ``family`` meets first (module docstring), or
+    ``None`` if the ray meets none."""
+    entries = solver.compiled.system.entries
+    index = next(i for i, e in enumerate(entries) if e.family == family and e.entry == (0, 0))
+    scale = solver.overlap_bounds(point.values)
+    bound = float(scale[index])
+    if not bound > 0:
+        return None
+    ray = ConstrainedSolver(solver, (solver.names[index],))
+    previous: tuple[float, ConstrainedPoint] | None = None
+    initial, multipliers = point.values, None
+    for s in RAY:
+        here = ray.solve(point.alpha, [s * bound], initial, multipliers, correct_kinks=False)
+        if not here.usable_gradient:
+            return None
+        if previous is not None and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
+            return _polish(solver, ray, point.alpha, bound, previous, (s, here), target)
+        previous = (s, here)
+        initial, multipliers = here.values, here.conjugates[ray.fixed_index]
+    return None
+
+
+def _polish(solver, ray, alpha, bound, low, high, target) -> FixedPoint | None:
+    """Brent's method for the gradient's root between the ray points ``low`` and ``high`` (pairs of
+    ``s`` and the constrained point), then a solve of ``target`` from the constrained point there."""
+    near = {low[0]: low[1], high[0]: high[1]}
+
+    def gradient(s: float) -> float:
+        closest = near[min(near, key=lambda t: abs(t - s))]
+        here = ray.solve(alpha, [s * bound], closest.values, closest.conjugates[ray.fixed_index], correct_kinks=False)
+        if not here.usable_gradient:
+            raise _Unusable
+        near[s] = here
+        return float(here.gradient[0])
+
+    try:
+        root = scipy.optimize.brentq(gradient, low[0], high[0], xtol=1e-4 * high[0])
+    except _Unusable:
+        return None
+    found, _ = solver.solve(alpha, target, initial=near[root].values)
+    return found if solver.on_branch(found, target) else None
+
+
+class _Unusable(Exception):
+    """A constrained solve inside the bracket gave no usable gradient."""

@@ -1,0 +1,56 @@
+"""Anchors of a branch from rays in the loss landscape (saddle/switching.py).
+
+The mixed fixed point a ray meets is checked by other routes: at omega = 0.3 it is the mixed point
+the anchor search finds from its seeds; at omega = 0.2, where the seeds miss it, it lies between
+the positional and semantic minima in the overlap plane, above both in training loss, and the
+Hessian of the training loss calls it a saddle: the barrier of the first-order transition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.landscape import assess
+from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.switching import along_ray
+
+
+@pytest.fixture(scope="module")
+def omega_02():
+    return make_solver(paper_model(omega=0.2))
+
+
+def test_the_ray_meets_the_mixed_point_the_seeded_anchor_finds(paper_solver):
+    """At omega = 0.3, alpha = 1.25 the seeded search finds the mixed point; the ray from the
+    positional point along theta meets the same point."""
+    seeded = paper_solver.anchor(1.25, paper_solver.branch("mixed"))
+    assert seeded.converged and seeded.branch == "mixed"
+    positional = paper_solver.anchor(1.25, paper_solver.branch("positional"))
+    met = along_ray(paper_solver, positional, "theta", paper_solver.branch("mixed"))
+    assert met is not None
+    np.testing.assert_allclose(met.values, seeded.values, rtol=1e-5, atol=1e-7)
+
+
+def test_at_omega_0_2_the_ray_finds_the_barrier_between_the_two_minima(omega_02):
+    solver = omega_02
+    positional = assess(solver, solver.anchor(1.5, solver.branch("positional")))
+    semantic = assess(solver, solver.anchor(1.5, solver.branch("semantic")))
+    assert positional.stable and semantic.stable
+    mixed = along_ray(solver, positional, "theta", solver.branch("mixed"))
+    assert mixed is not None and mixed.converged and mixed.branch == "mixed"
+    assert 0 < mixed["m"] < positional["m"] and 0 < mixed["theta"] < semantic["theta"]
+    assert mixed.train_loss > max(positional.train_loss, semantic.train_loss)
+    assert assess(solver, mixed).stable is False
+
+
+def test_the_scan_finds_the_mixed_branch_where_the_seeded_anchors_miss_it(omega_02):
+    """At omega = 0.2 the seeded anchors of the mixed branch land on the positional and semantic
+    points; the scan's anchor search goes on along rays and finds the mixed branch."""
+    seeded = [omega_02.anchor(1.3, omega_02.branch("mixed"))]
+    assert all(p.branch != "mixed" for p in seeded)
+    solution = run_scan(omega_02, [1.3], reference_error=0.0, stability=False)
+    mixed = solution.traces["mixed"].converged()
+    assert [p.alpha for p in mixed] == [1.3]
+    assert all(p.branch == "mixed" for p in mixed)
