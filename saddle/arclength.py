@@ -181,6 +181,23 @@ class ArclengthPath:
                 break
         return state, point
 
+    def step(self, ds: float, longest: float) -> tuple[np.ndarray, FixedPoint, float, str]:
+        """One accepted step from a first length ``ds``, halved (up to ``MAX_ARC_HALVINGS`` times)
+        while the point leaves the branch or the path turns by more than ``MIN_COSINE`` allows: the
+        state, its point, the next step's length (grown by ``STEP_GROWTH`` up to ``longest``) and
+        an empty status; or, if every length failed, the last attempt and the reason it failed."""
+        status = ""
+        for _halving in range(MAX_ARC_HALVINGS + 1):
+            state, point = self.advance(ds)
+            if self.solver.on_branch(point, self.branch):
+                if self.cosine(state) >= MIN_COSINE:
+                    return state, point, min(STEP_GROWTH * ds, longest), ""
+                status = f"residual: the path turns by more than {np.degrees(np.arccos(MIN_COSINE)):.0f} degrees"
+            else:
+                status = point.status
+            ds /= 2
+        return state, point, ds, status
+
     def flipped(self, state: np.ndarray) -> tuple[tuple[str, ...], float]:
         """The overlap families whose leading entry changes sign between the last point and ``state``,
         and the alpha where the first of them crosses zero (linear interpolation; NaN if none does)."""
@@ -239,17 +256,8 @@ def continue_past(
     solved: set[float] = set()
     status = ""
     for _ in range(MAX_ARC_STEPS):
-        for _halving in range(MAX_ARC_HALVINGS + 1):
-            state, point = path.advance(ds)
-            if solver.on_branch(point, branch):
-                if path.cosine(state) >= MIN_COSINE:
-                    ds = min(STEP_GROWTH * ds, longest)
-                    break
-                status = f"residual: the path turns by more than {np.degrees(np.arccos(MIN_COSINE)):.0f} degrees"
-            else:
-                status = point.status
-            ds /= 2
-        else:  # off the branch at the shortest step: converged onto a more symmetric branch, or failed
+        state, point, ds, status = path.step(ds, longest)
+        if status:  # off the branch at the shortest step: converged onto a more symmetric branch, or failed
             merged = point.branch if point.converged and point.branch != branch.name else None
             return ArcOutcome(path.fold(extreme, direction, wiggle), tuple(returned), merged=merged, status=status)
         previous = path.points[-1]
@@ -354,14 +362,8 @@ def continue_in_constant(
         if direction * (values[-1] - stop) >= 0 and heading == direction:
             end = "reached"
             break
-        for _halving in range(MAX_ARC_HALVINGS + 1):
-            state, found = path.advance(ds)
-            if solver.on_branch(found, branch) and path.cosine(state) >= MIN_COSINE:
-                ds = min(STEP_GROWTH * ds, longest)
-                break
-            end = found.status if not found.converged else "the path turns too sharply"
-            ds /= 2
-        else:
+        state, found, ds, end = path.step(ds, longest)
+        if end:
             break
         flipped, at = path.flipped(state)
         if flipped:
