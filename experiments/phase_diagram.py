@@ -11,9 +11,10 @@ drawn as ``phase_diagram.png/.pdf`` (the paper's Fig. 3 right) and ``gap.png/.pd
 centre).
 
 Resuming: a unit whose directory holds a complete scan of the same declaration and options is read
-back, not recomputed; a unit that was interrupted is computed again from the start (its partial
-points are discarded), so that a killed phase diagram, rerun with the same command, ends with the
-same tables as one that was never interrupted. At most one unit per worker is lost to a kill.
+back, not recomputed; a unit that was interrupted is resumed as a single scan is (its finished
+branches reused, the one cut part-way traced again from its start), so that a killed phase
+diagram, rerun with the same command, ends with the same tables as one that was never
+interrupted. At most one branch per worker is lost to a kill.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from attnphase.experiments.storage import (
     identity_differences,
     read_json,
     read_table,
-    remove_path,
     start_run,
 )
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
@@ -77,7 +77,8 @@ def run_unit(
     model: AttentionModel, alphas: Sequence[float], options: dict[str, object], directory: Path, threads: int
 ) -> UnitTables:
     """The tables of one scan in ``directory``: read back if it holds a complete scan of the same
-    declaration and options, else computed afresh (a partial or unreadable one is removed first).
+    declaration and options, else computed by :func:`scan`, which resumes a partial one (reusing its
+    finished branches exactly) and replaces one of other settings or one it cannot read.
     ``threads``: numba threads of this worker (0: leave numba's default)."""
     if threads:
         import numba
@@ -90,8 +91,7 @@ def run_unit(
         logger.warning("%s; the scan is computed again", error)
         finished = None
     if finished is None:
-        remove_path(directory)
-        scan(model, alphas, **options, out=directory, progress=False)
+        scan(model, alphas, **options, out=directory, overwrite=True, progress=False)
         finished = _finished_unit(directory, identity)
         assert finished is not None, f"{directory}: the scan did not finish"
     return finished

@@ -4,14 +4,16 @@
 ``attnphase scan``: it traces the fixed-point branches of a declared model over a grid of sample
 complexities (THEORY.md sec. 4-6), finds ``alpha_c`` (the change of global minimum) and ``alpha_l``
 (the global minimum against the linear baseline, sec. 7), and returns a :class:`ScanResult`.
-Given an output directory it also writes every point as soon as it is computed (atomically), and
-a rerun with the same model and options resumes from those points.
+Given an output directory it also writes every point as soon as it is computed (atomically) and
+records every branch whose trace is finished; a rerun with the same model and options reuses the
+finished traces and traces the others again, so that it ends with exactly the tables of an
+uninterrupted run.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,9 +25,18 @@ from matplotlib.figure import Figure
 from attnphase.baseline.linear import LinearBaseline, linear_baseline
 from attnphase.experiments.figures import scan_figure
 from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
-from attnphase.experiments.storage import PointLog, exclusive, start_run
+from attnphase.experiments.storage import (
+    RUN_FILE,
+    CorruptResultsError,
+    PointLog,
+    exclusive,
+    read_json,
+    start_run,
+    write_json,
+)
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
+from attnphase.saddle.continuation import Anchor, BranchEnd, BranchTrace
 from attnphase.saddle.fixed_point import (
     FixedPoint,
     ProxSettings,
@@ -157,14 +168,11 @@ class ScanResult(StudyResult):
 
     @property
     def record(self) -> dict[str, object]:
-        ends = {name: [asdict(end) for end in t.ends] for name, t in self.solution.traces.items()}
-        anchors = {name: [asdict(a) for a in t.anchors] for name, t in self.solution.traces.items()}
         return {
             **scan_identity(self.model, self.options),
             "status": "complete",
             "seconds": round(self.seconds, 2),
-            "branch_ends": ends,
-            "anchors": anchors,
+            **trace_records(self.solution.traces.values()),
             "missing": self.missing.to_dict("records"),
             "versions": self.provenance,
             "seeds": {"prox": self.options["seed"], "quadrature": self.options["seed"]},
@@ -222,8 +230,49 @@ def scan_options(
     }
 
 
+def trace_records(traces: Iterable[BranchTrace]) -> dict[str, dict[str, list[object]]]:
+    """Where the pieces of each of ``traces`` ended, what its anchors found and the (sheet, alpha) of
+    its points, by branch name, as ``run.json`` records them (``branch_ends``, ``anchors``,
+    ``traced_points``): with the points' rows, all of the trace."""
+    traces = list(traces)
+    return {
+        "branch_ends": {t.branch: [asdict(end) for end in t.ends] for t in traces},
+        "anchors": {t.branch: [asdict(a) for a in t.anchors] for t in traces},
+        "traced_points": {t.branch: [[p.sheet, p.alpha] for p in t.points] for t in traces},
+    }
+
+
+def restored_traces(run_file: Path, points: Sequence[FixedPoint]) -> dict[str, BranchTrace]:
+    """The traces that ``run_file`` records as finished (:func:`trace_records`), each with its
+    ``points``; a trace whose recorded points are not all there, or not the only ones of its branch,
+    is left out (logged, to be traced again).
+
+    Raises :class:`~attnphase.experiments.storage.CorruptResultsError` naming ``run_file`` if the
+    records cannot be read back as branch ends, anchors and points."""
+    record = read_json(run_file) or {}
+    ends, anchors = record.get("branch_ends", {}), record.get("anchors", {})
+    recorded = record.get("traced_points", {})
+    try:
+        traces = {}
+        for name in ends:
+            own = sorted((p for p in points if p.branch == name), key=lambda p: (p.sheet, p.alpha))
+            listed = recorded.get(name)
+            if listed is None or {(p.sheet, p.alpha) for p in own} != {(int(s), float(a)) for s, a in listed}:
+                logger.warning("%s: the table does not match the finished %s trace; it is traced again", run_file, name)
+                continue
+            traces[name] = BranchTrace(
+                name,
+                tuple(own),
+                tuple(BranchEnd(**end) for end in ends[name]),
+                tuple(Anchor(**anchor) for anchor in anchors[name]),
+            )
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        raise CorruptResultsError(run_file, f"its branch ends and anchors cannot be read ({error!r})") from None
+    return traces
+
+
 #: Relative agreement asked of a resumed point's stored conjugates, energy and test error with those
-#: observed again at its order parameters (smooth in them; the table keeps 12 significant digits).
+#: observed again at its order parameters (smooth in them; the table holds them exactly).
 RECOMPUTED_TOLERANCE = 1e-7
 #: Relative agreement asked of its ``train_loss - line_correction`` with the recomputed energy: the
 #: energy identity (THEORY.md sec. 5) to the solver's ``energy_tolerance``. The kink correction is
@@ -275,44 +324,47 @@ def _shown(value: np.ndarray | float) -> str:
     return np.array2string(np.asarray(value, dtype=float), precision=8, separator=", ")
 
 
-def _trusted(solver: SaddlePointSolver, log: PointLog) -> PointLog:
-    """The points of ``log`` that :func:`verify_point` accepts (saved if any is left out).
-
-    Points that have not converged are left out silently (the continuation computes them again in
-    any case); every other point left out is logged as a warning.
-    """
-    kept = []
-    for point in log.points:
-        problem = verify_point(solver, point)
-        if problem is None:
-            kept.append(point)
-        elif point.converged:
-            logger.warning(
-                "%s: the point at alpha = %g on the %s branch is computed again: %s",
-                log.path,
-                point.alpha,
-                point.branch,
-                problem,
-            )
-    trusted = PointLog(log.path, kept)
-    if len(kept) < len(log.points):
-        trusted.save()
+def _trusted(solver: SaddlePointSolver, log: PointLog, traces: dict[str, BranchTrace]) -> dict[str, BranchTrace]:
+    """The ``traces`` whose every converged point :func:`verify_point` accepts; each point it rejects
+    is logged as a warning, and its branch is left out (to be traced again)."""
+    trusted = {}
+    for name, trace in traces.items():
+        problems = [(p, verify_point(solver, p)) for p in trace.converged()]
+        for point, problem in problems:
+            if problem is not None:
+                logger.warning(
+                    "%s: the point at alpha = %g on the %s branch cannot be trusted (%s); the branch is traced again",
+                    log.path,
+                    point.alpha,
+                    name,
+                    problem,
+                )
+        if all(problem is None for _, problem in problems):
+            trusted[name] = trace
     return trusted
 
 
 def _resume(
     directory: Path, model: AttentionModel, options: dict[str, object], solver: SaddlePointSolver, overwrite: bool
-) -> PointLog:
-    """The point log of ``directory`` (held by this run): the verified points of a previous scan of
-    the same model and options, or empty (:func:`attnphase.experiments.storage.start_run`)."""
+) -> tuple[PointLog, dict[str, BranchTrace]]:
+    """The point log of ``directory`` (held by this run) and the finished, verified traces of a
+    previous scan of the same model and options (:func:`attnphase.experiments.storage.start_run`).
+    The log keeps the points of those traces only: every other branch is traced again."""
     table = directory / "branches.csv"
     compiled = solver.compiled
 
-    def load() -> PointLog:
-        return _trusted(solver, PointLog.resume(table, compiled.names, compiled.conjugate_names))
+    def load() -> tuple[PointLog, dict[str, BranchTrace]]:
+        log = PointLog.resume(table, compiled.names, compiled.conjugate_names)
+        traces = _trusted(solver, log, restored_traces(directory / RUN_FILE, log.points))
+        return log, traces
 
-    log = start_run(directory, scan_identity(model, options), ScanResult.outputs(), overwrite, load)
-    return log if log is not None else PointLog(table)
+    loaded = start_run(directory, scan_identity(model, options), ScanResult.outputs(), overwrite, load)
+    if loaded is None:
+        return PointLog(table), {}
+    log, traces = loaded
+    kept = PointLog(table, [p for trace in traces.values() for p in trace.points])
+    kept.save()
+    return kept, traces
 
 
 def scan(
@@ -344,9 +396,11 @@ def scan(
     directory is held for the whole scan (another run into it is refused at once:
     :class:`~attnphase.experiments.storage.DirectoryInUseError`), points are written to
     ``out/branches.csv`` as they are computed, and the finished result is saved there
-    (:meth:`StudyResult.save`). A rerun with the same model and options (compared by value) resumes
-    from the points already written, each checked first by one evaluation of the equations
-    (:func:`verify_point`; a point that fails is logged and computed again); other settings, or files
+    (:meth:`StudyResult.save`), and ``run.json`` records every branch whose trace is finished. A rerun
+    with the same model and options (compared by value) reuses the finished traces, each point checked
+    first by one evaluation of the equations (:func:`verify_point`; a branch with a point that fails is
+    logged and traced again), and traces the other branches again from their start: it ends with
+    exactly the tables of an uninterrupted scan (:func:`~attnphase.saddle.scan.run_scan`). Other settings, or files
     that cannot be read back (:class:`~attnphase.experiments.storage.CorruptResultsError`), are refused
     unless ``overwrite``, which first removes every file of the old scan. ``progress``: show a
     progress bar (``None``: only in a terminal).
@@ -360,24 +414,41 @@ def scan(
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():
         solver = make_solver(model, settings)
-        log = None
-        if directory is not None:
-            log = _resume(directory, model, options, solver, overwrite)
-            if log.points:
-                logger.info("resuming from %d points in %s", len(log.points), log.path)
+        log, traced = (None, {}) if directory is None else _resume(directory, model, options, solver, overwrite)
+        finished = list(traced.values())
+
+        def record_progress() -> None:
+            if directory is not None:
+                running = {**scan_identity(model, options), "status": "running", **trace_records(finished)}
+                write_json(directory / RUN_FILE, running)
+
+        def on_trace(trace: BranchTrace) -> None:
+            finished.append(trace)
+            record_progress()
+
+        if traced:
+            logger.info("resuming from the traces of %s in %s", ", ".join(traced), directory)
+            record_progress()  # start_run has marked the run as started afresh
         started = time.perf_counter()
         baseline = linear_baseline(solver.compiled.system)
         with progress_bar(len(grid) * len(solver.branches), "fixed points", "pt", progress) as bar:
-            known = log.points if log is not None else []
             requested = set(grid.tolist())
-            bar.update(sum(1 for p in known if p.converged and p.alpha in requested))
+            bar.update(sum(1 for t in finished for p in t.converged() if p.alpha in requested and p.sheet == 0))
 
             def on_point(point: FixedPoint) -> None:
                 if log is not None:
                     log.add(point)
                 bar.update(1)
 
-            solution = run_scan(solver, grid, baseline.test_error, known=known, on_point=on_point, stability=stability)
+            solution = run_scan(
+                solver,
+                grid,
+                baseline.test_error,
+                traced=traced,
+                on_point=on_point,
+                on_trace=on_trace,
+                stability=stability,
+            )
         result = ScanResult(model, grid, options, solution, baseline, time.perf_counter() - started)
         logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
         if directory is not None:

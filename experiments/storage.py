@@ -90,9 +90,10 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_table(path: Path, rows: Iterable[Mapping[str, object]] | pd.DataFrame) -> pd.DataFrame:
-    """Write ``rows`` (dicts or a DataFrame) as CSV atomically, floats to 12 significant digits; return the table."""
+    """Write ``rows`` (dicts or a DataFrame) as CSV atomically, every float as the shortest decimal that
+    reads back as the same double (:func:`read_table` reads it so); return the table."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    atomic_write_text(path, frame.to_csv(index=False, float_format="%.12g"))
+    atomic_write_text(path, frame.to_csv(index=False))
     return frame
 
 
@@ -190,7 +191,7 @@ def read_table(
                     raise CorruptResultsError(path, f"line {line}: {name} is empty")
     except csv.Error as error:
         raise CorruptResultsError(path, f"it is not a CSV table (line {reader.line_num}: {error})") from None
-    return pd.read_csv(io.StringIO(text))
+    return pd.read_csv(io.StringIO(text))  # pandas >= 3 reads every double back exactly
 
 
 # ---------------------------------------------------------------- one run per directory

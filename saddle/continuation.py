@@ -121,7 +121,6 @@ def _sweep(
     branch: Branch,
     start: FixedPoint | Sequence[FixedPoint],
     targets: Sequence[float],
-    known: dict[float, FixedPoint],
     on_point: PointCallback,
     max_halvings: int,
     finish: PointFinisher,
@@ -144,10 +143,6 @@ def _sweep(
         return point
 
     for target in targets:
-        if target in known and sheet == 0:
-            history.append(known[target])
-            jacobian = None
-            continue
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
         if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
             passage = continue_past(solver, branch, history, grid or targets, direction)
@@ -183,7 +178,7 @@ def _past_fold(solver, branch, history, passage, on_point, max_halvings, finish,
     if returned and nxt < MAX_SHEETS:
         last = returned[-1].alpha
         targets = [a for a in grid[::back] if back * (a - last) > 0]
-        more, ends = _sweep(solver, branch, returned, targets, {}, on_point, max_halvings, finish, grid, nxt)
+        more, ends = _sweep(solver, branch, returned, targets, on_point, max_halvings, finish, grid, nxt)
         returned += more
     elif passage.merged:
         at = passage.merged_at if np.isfinite(passage.merged_at) else passage.fold
@@ -256,7 +251,6 @@ def trace_branch(
     solver: SaddlePointSolver,
     branch: Branch,
     alphas: Iterable[float],
-    known: Iterable[FixedPoint] = (),
     on_point: PointCallback | None = None,
     max_halvings: int = 2,
     max_anchors: int = MAX_ANCHORS,
@@ -264,14 +258,10 @@ def trace_branch(
     anchor: Callable[[float], FixedPoint] | None = None,
 ) -> BranchTrace:
     """Every point of ``branch`` at ``alphas`` that anchors at up to ``max_anchors`` alphas and their
-    continuations find (module docstring). ``known`` converged points of the branch (e.g. from an
-    interrupted run) are reused, not recomputed; every newly computed point of the trace is passed
-    through ``finish`` (e.g. to assess its stability) and then to ``on_point``. ``anchor``: the search
-    for a first point at an alpha (by default :meth:`SaddlePointSolver.anchor`)."""
+    continuations find (module docstring). Every point of the trace is passed through ``finish``
+    (e.g. to assess its stability) and then to ``on_point``. ``anchor``: the search for a first point
+    at an alpha (by default :meth:`SaddlePointSolver.anchor`)."""
     grid = sorted({float(a) for a in alphas})
-    known_map = {
-        p.alpha: p for p in known if p.branch == branch.name and p.converged and p.alpha in grid and p.sheet == 0
-    }
     notify = on_point or (lambda _p: None)
     finish = finish or (lambda p: p)
     search = anchor or (lambda a: solver.anchor(a, branch))
@@ -288,19 +278,15 @@ def trace_branch(
             break
         alpha = queue.pop(0)
         tried.append(alpha)
-        if alpha in known_map:
-            anchor = known_map[alpha]
-        else:
-            first = search(alpha)
-            anchor = finish(first) if first.branch == branch.name else first  # another branch's is not kept
+        first = search(alpha)
+        anchor = finish(first) if first.branch == branch.name else first  # another branch's is not kept
         anchors.append(Anchor(alpha, anchor.branch if anchor.converged else None, anchor.status))
         if not solver.on_branch(anchor, branch):
             if not anchor.converged and anchor.branch == branch.name:  # kept, flagged: never silent
                 points[alpha] = anchor
                 notify(anchor)
             continue
-        if alpha not in known_map:
-            notify(anchor)
+        notify(anchor)
         covered[alpha] = points[alpha] = anchor
         for direction in (-1, 1):
             targets = []
@@ -310,9 +296,7 @@ def trace_branch(
                 if target in covered:  # another piece is there: the two join
                     break
                 targets.append(target)
-            found, piece_ends = _sweep(
-                solver, branch, anchor, targets, known_map, notify, max_halvings, finish, grid=grid
-            )
+            found, piece_ends = _sweep(solver, branch, anchor, targets, notify, max_halvings, finish, grid=grid)
             for point in found:
                 if point.sheet:
                     others.append(point)
@@ -320,10 +304,6 @@ def trace_branch(
                 points[point.alpha] = point
                 if point.converged:
                     covered[point.alpha] = point
-            end = piece_ends[0] if piece_ends else None
-            for target in targets:
-                if target in known_map and (end is None or direction * (target - end.alpha) <= 0):
-                    covered[target] = points[target] = known_map[target]
             ends.extend(piece_ends)
     every = sorted([*points.values(), *others], key=lambda p: (p.sheet, p.alpha))
     return BranchTrace(branch.name, tuple(every), tuple(ends), tuple(anchors))

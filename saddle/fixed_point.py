@@ -504,8 +504,17 @@ class SaddlePointSolver:
             if not np.isfinite(value):
                 raise ValueError(f"{name} must be finite; got {value!r}")
             consts[names.index(name)] = float(value)
-        other = copy.copy(self)
+        other = self.renewed()
         other.consts = consts
+        return other
+
+    def renewed(self) -> SaddlePointSolver:
+        """This solver without the memory of what it solved before: the same kernels, rule, settings and
+        constants, and the same symmetry folds (found at generic points, whatever was solved), but no
+        warm prox starts, no cached symmetric points and a new coarse solver. What a renewed solver
+        computes depends only on what it is asked, so a scan's branch traced on one is reproduced
+        exactly when the scan is resumed (:func:`saddle.scan.run_scan`)."""
+        other = copy.copy(self)
         other._symmetric, other._coarse, other._warm, other._folds = {}, None, {}, dict(self._folds)
         return other
 

@@ -3,16 +3,20 @@
 This is the numerical core of ``attnphase scan``; it writes nothing. Every invariant subspace of the
 declaration (:mod:`saddle.branches`) is searched and continued over the grid
 (:func:`saddle.continuation.trace_branch`); points are handed to ``on_point`` as soon as they are
-computed (the command line writes them to disk incrementally), and ``known`` points from an
-interrupted run are reused. ``alpha_c`` is the change of global minimum the declaration names
+computed and every finished trace to ``on_trace`` (the command line writes both to disk), and the
+traces an interrupted run finished are reused. Each branch is traced on a renewed solver
+(:meth:`SaddlePointSolver.renewed`), so a trace depends only on the traces before it: a scan resumed
+from the finished traces of an interrupted one computes exactly what the uninterrupted scan does.
+``alpha_c`` is the change of global minimum the declaration names
 (:class:`~attnphase.replica.declaration.BranchLabels`); ``alpha_l`` is measured against a reference
 test error the caller supplies (the linear baseline, THEORY.md sec. 7).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from attnphase.replica.declaration import AttentionModel
 from attnphase.replica.saddle_equations import derive
@@ -63,21 +67,30 @@ def run_scan(
     solver: SaddlePointSolver,
     alphas: Sequence[float],
     reference_error: float,
-    known: Iterable[FixedPoint] = (),
+    traced: Mapping[str, BranchTrace] | None = None,
     on_point: PointCallback | None = None,
+    on_trace: Callable[[BranchTrace], None] | None = None,
     stability: bool = True,
 ) -> ScanSolution:
     """Trace every branch of the solver's model over ``alphas`` (:func:`make_solver`), with ``stability``
     every point with its stability (:func:`saddle.landscape.assess`); then the changes of global minimum, alpha_c (the
     declared change, found by the training losses) and alpha_l (where the global minimum's test error
-    crosses ``reference_error``)."""
+    crosses ``reference_error``). ``traced``: the finished traces of an interrupted scan of the same
+    solver and alphas, reused as they are; ``on_trace``: called with every trace this call finishes."""
     model = solver.compiled.system.model
-    known = list(known)
-    finish = (lambda p: assess(solver, p)) if stability else None
+    traced = dict(traced or {})
     traces: dict[str, BranchTrace] = {}
     for b in solver.branches:  # the most symmetric first: a branch's subspaces are traced before it
-        search = _anchor_search(solver, b, traces)
-        traces[b.name] = trace_branch(solver, b, alphas, known=known, on_point=on_point, finish=finish, anchor=search)
+        if b.name in traced:
+            traces[b.name] = traced[b.name]
+            continue
+        fresh = solver.renewed()
+        finish = partial(assess, fresh) if stability else None
+        search = _anchor_search(fresh, b, traces)
+        traces[b.name] = trace_branch(fresh, b, alphas, on_point=on_point, finish=finish, anchor=search)
+        if on_trace is not None:
+            on_trace(traces[b.name])
+    solver = solver.renewed()
     named = {b.name: b for b in solver.branches}
     low, high = model.labels.critical
     if low in named and high in named:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from attnphase.experiments.cli import app
+from attnphase.saddle import scan as scan_module
 
 runner = CliRunner()
 SMALL = ["--alphas", "1.9,2.0,2.1", "--order", "10", "--no-stability"]
@@ -110,17 +114,56 @@ def test_scan_writes_tidy_tables_and_figures(small_scan):
     assert run["status"] == "complete" and run["seeds"] == {"prox": 0, "quadrature": 0}
 
 
-def test_rerunning_a_scan_resumes_instead_of_recomputing(small_scan):
-    before = pd.read_csv(small_scan / "branches.csv")
-    kept = before[before["alpha"] != 2.1]
-    kept.to_csv(small_scan / "branches.csv", index=False)  # as if interrupted before alpha = 2.1
-    result = runner.invoke(app, ["scan", "--out", str(small_scan), *SMALL])
-    assert result.exit_code == 0, result.output
-    after = pd.read_csv(small_scan / "branches.csv")
-    assert len(after) == len(before)
-    merged = kept.merge(after, on=["alpha", "branch"], suffixes=("_kept", "_after"))
-    assert (merged["iterations_kept"] == merged["iterations_after"]).all()  # reused, not recomputed
-    assert (merged["q_kept"] == merged["q_after"]).all()
+@pytest.fixture
+def traced(monkeypatch) -> list[str]:
+    """The names of the branches traced (not read back) by the scans of a test."""
+    names: list[str] = []
+    real = scan_module.trace_branch
+
+    def counting(solver, branch, *args, **kwargs):
+        names.append(branch.name)
+        return real(solver, branch, *args, **kwargs)
+
+    monkeypatch.setattr(scan_module, "trace_branch", counting)
+    return names
+
+
+def _copy(scan: Path, to: Path) -> Path:
+    shutil.copytree(scan, to)
+    return to
+
+
+def _same_tables(one: Path, other: Path) -> bool:
+    return all((one / n).read_text() == (other / n).read_text() for n in ("branches.csv", "thresholds.csv"))
+
+
+def test_rerunning_a_finished_scan_traces_nothing_again(small_scan, tmp_path, traced):
+    out = _copy(small_scan, tmp_path / "scan")
+    assert runner.invoke(app, ["scan", "--out", str(out), *SMALL]).exit_code == 0
+    assert traced == [] and _same_tables(out, small_scan)
+
+
+def test_a_rerun_traces_again_only_the_branch_that_was_not_finished(small_scan, tmp_path, traced):
+    out = _copy(small_scan, tmp_path / "scan")
+    run = json.loads((out / "run.json").read_text())
+    for record in ("branch_ends", "anchors", "traced_points"):
+        del run[record]["semantic"]
+    (out / "run.json").write_text(json.dumps({**run, "status": "running"}))
+    table = pd.read_csv(out / "branches.csv")
+    part = table[(table["branch"] != "semantic") | (table["alpha"] == 2.1)]  # as if stopped part-way through it
+    part.to_csv(out / "branches.csv", index=False)
+    assert runner.invoke(app, ["scan", "--out", str(out), *SMALL]).exit_code == 0
+    assert traced == ["semantic"] and _same_tables(out, small_scan)
+
+
+def test_a_finished_trace_whose_points_the_table_lacks_is_traced_again(small_scan, tmp_path, traced, caplog):
+    out = _copy(small_scan, tmp_path / "scan")
+    table = pd.read_csv(out / "branches.csv")
+    table[(table["branch"] != "positional") | (table["alpha"] != 2.1)].to_csv(out / "branches.csv", index=False)
+    with caplog.at_level(logging.WARNING, logger="attnphase"):
+        assert runner.invoke(app, ["scan", "--out", str(out), *SMALL]).exit_code == 0
+    assert traced == ["positional"] and _same_tables(out, small_scan)
+    assert any("does not match the finished positional trace" in r.getMessage() for r in caplog.records)
 
 
 def test_a_scan_with_other_settings_needs_overwrite(small_scan):

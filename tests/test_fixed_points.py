@@ -115,6 +115,18 @@ def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):
         assert abs(updated[paper_solver.names.index(zero)]) < 1e-12
 
 
+def test_a_renewed_solver_computes_what_a_new_one_does_whatever_was_solved_before(paper_solver, reference_traces):
+    """What a renewed solver finds depends only on what it is asked: not on the warm prox starts and
+    cached points of the solves before (here every reference trace), so a resumed scan is exact."""
+    new = make_solver(paper_model(), SolverSettings())
+    for name, alpha in (("semantic", 1.7), ("positional", 1.3)):
+        branch = paper_solver.branch(name)
+        renewed = paper_solver.renewed().anchor(alpha, branch)
+        afresh = new.renewed().anchor(alpha, branch)
+        assert renewed.converged and renewed.branch == name
+        assert np.array_equal(renewed.values, afresh.values) and renewed.residual == afresh.residual
+
+
 def test_alpha_must_be_positive(paper_solver):
     for alpha in (0.0, -1.0, float("nan")):
         with pytest.raises(ParameterError, match="alpha must be"):
