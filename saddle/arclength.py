@@ -50,10 +50,11 @@ class ArcOutcome:
     """What the arclength continuation past a failed step found.
 
     ``fold``: the alpha of the fold it passed (NaN if none); ``points``: the points it solved on the
-    grid, in order (the failed target itself if the branch goes on through it without a fold, else
-    the first points of the returning sheet); ``merged``: the label of the more symmetric branch the
-    path converged onto or crossed (``None`` if it did neither), crossed at ``merged_at``;
-    ``status`` the checks the last attempt failed."""
+    grid, in order (the failed target itself if the branch goes on through it without a fold, or the
+    first grid alpha beyond it where a solve converges; else the first points of the returning
+    sheet); ``merged``: the label of the more symmetric branch the path converged onto or crossed
+    (``None`` if it did neither), crossed at ``merged_at``; ``status`` the checks the last attempt
+    failed."""
 
     fold: float
     points: tuple[FixedPoint, ...]
@@ -239,7 +240,8 @@ def continue_past(
 ) -> ArcOutcome:
     """Follow ``branch`` in arclength from the last two points of ``history`` (going in ``direction``
     of alpha) after a continuation step in alpha failed: until the path reaches the next ``grid``
-    alpha in ``direction`` (that point is solved and returned: the branch goes on), or turns at a
+    alpha in ``direction`` (that point, or if no solve converges there the first grid alpha beyond it
+    where one does, is solved and returned: the branch goes on), or turns at a
     fold and comes back across ``RETURN_POINTS`` grid alphas (solved and returned, with the fold's
     alpha), or leaves the branch.
 

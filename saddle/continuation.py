@@ -13,7 +13,8 @@ corrects it with the quasi-Newton solver, reusing the previous Jacobian. A faile
 from the last point with a fresh Jacobian, then halved (up to ``max_halvings`` times). If it still
 fails, the branch is followed in arclength from its last two points (:mod:`saddle.arclength`):
 either the path crosses the target (the step failed for want of a better start, and continuation
-in alpha goes on), or it turns back at a fold, whose alpha is recorded, and the branch's other
+in alpha goes on from the point solved there, or at the next grid alpha if no solve converges at
+the target), or it turns back at a fold, whose alpha is recorded, and the branch's other
 *sheet* is continued back in alpha from the first grid points the path reaches beyond the fold
 (its points carry ``sheet`` one higher). Every end of a piece is recorded (:class:`BranchEnd`)
 with its kind: ``fold`` where the piece turns back (``at`` is the fold's alpha), ``merged`` when
@@ -142,7 +143,9 @@ def _sweep(
         on_point(point)
         return point
 
-    for target in targets:
+    remaining = list(targets)
+    while remaining:
+        target = remaining.pop(0)
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
         if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
             passage = continue_past(solver, branch, history, grid or targets, direction)
@@ -151,8 +154,12 @@ def _sweep(
                     keep(point)  # the branch exists at the target, but did not converge there: kept, flagged
                 more, ends = _past_fold(solver, branch, history, passage, on_point, max_halvings, finish, grid, sheet)
                 return found + more, ends
-            if passage.points:  # the branch goes on through the target
+            if passage.points:  # the branch goes on through the target, or (if no solve there converged) beyond it
                 point, jacobian = passage.points[0], None
+                if point.alpha != target:
+                    if point.alpha not in remaining:  # beyond this piece's targets: another piece is there
+                        return found, []
+                    remaining = remaining[remaining.index(point.alpha) + 1 :]
             elif passage.merged:
                 return found, [BranchEnd(history[-1].alpha, direction, MERGED, target, passage.merged, sheet)]
         if not solver.on_branch(point, branch):

@@ -9,14 +9,18 @@ returning sheet merges into it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.arclength import continue_in_constant
+from attnphase.saddle import continuation
+from attnphase.saddle.arclength import ArcOutcome, continue_in_constant
 from attnphase.saddle.continuation import FOLD, MERGED, trace_branch
-from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.fixed_point import FixedPoint, SolverSettings
 from attnphase.saddle.landscape import assess
+from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
 
 GRID = [1.5, 1.58, 1.66, 1.74, 1.82, 1.9]
@@ -114,3 +118,31 @@ def test_with_constants_names_the_allowed_constants(solver):
         solver.with_constants({"omgea": 0.2})
     with pytest.raises(ValueError, match="omega must be finite"):
         solver.with_constants({"omega": float("nan")})
+
+
+def test_a_passage_that_reaches_only_a_later_grid_alpha_goes_on_from_there(monkeypatch):
+    """Where no solve converges at the failed target but the arclength path does at the next grid alpha,
+    the piece goes on from that point: the target is left without a point, no alpha is taken twice."""
+    small = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8), test_quadrature=GaussHermite(8)))
+    branch = small.branch("semantic")
+    real_step = continuation._step
+
+    def failing_at(target: float):
+        def step(solver, branch, history, to, jacobian, max_halvings):
+            point, jac = real_step(solver, branch, history, to, jacobian, max_halvings)
+            return (replace(point, converged=False, status="residual: forced"), jac) if to == target else (point, jac)
+
+        return step
+
+    def passage_to(alpha: float):
+        def passage(solver, branch, history, grid, direction):
+            point, _ = solver.solve(alpha, branch, initial=history[-1].values)
+            return ArcOutcome(float("nan"), (point,))
+
+        return passage
+
+    monkeypatch.setattr(continuation, "_step", failing_at(1.7))
+    monkeypatch.setattr(continuation, "continue_past", passage_to(1.6))
+    trace = trace_branch(small, branch, [1.5, 1.6, 1.7, 1.8, 1.9], max_anchors=1)
+    assert [p.alpha for p in trace.points] == [1.5, 1.6, 1.8, 1.9]
+    assert all(p.converged and p.branch == "semantic" for p in trace.points)
