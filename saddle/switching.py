@@ -10,9 +10,16 @@ even in the family). Where it vanishes again at ``s* > 0`` every equation holds:
 the family non-zero. From a minimum (``eps`` rises first) it is the barrier towards another
 minimum, a saddle; from a point unstable along the family (it falls first) it is the minimum the
 fall ends in. ``s`` grows along :data:`RAY`, each solve continuing the previous one; the root is
-bracketed by the first sign change of the gradient, refined by Brent's method, and polished by a
-solve of the containing branch from it, which must converge there (where the ray's solves jump
-between sheets the bracket may hold no root, and the polish then finds no point of the branch).
+bracketed by the first sign change of the gradient. A solve of the containing branch from the
+secant estimate of the root (the bracket's two constrained points, interpolated where the gradient's
+chord vanishes) must converge onto the branch; if it does not, the root is refined by Brent's method
+and the solve repeated from there (where the ray's solves jump between sheets the bracket may hold
+no root, and then no point of the branch is found).
+
+Like :meth:`SaddlePointSolver.anchor`, the ray is followed on the solver's coarse rule
+(:meth:`SaddlePointSolver.coarse`), where evaluations are cheap, and the point it meets is refined
+on the solver's rule; if that refinement leaves the branch, the ray is followed again on the
+solver's rule.
 """
 
 from __future__ import annotations
@@ -32,6 +39,18 @@ def along_ray(solver: SaddlePointSolver, point: FixedPoint, family: str, target:
     """The fixed point of ``target`` (which leaves ``family`` free) that the ray from ``point`` (a
     converged point at which ``family`` is zero) along ``family`` meets first (module docstring), or
     ``None`` if the ray meets none."""
+    coarse = solver.coarse()
+    if coarse is None:
+        return _follow(solver, point, family, target)
+    rough = _follow(coarse, point, family, target)
+    if rough is None:
+        return None  # the coarse ray meets no point of the branch: neither does this one
+    found, _ = solver.solve(point.alpha, target, initial=rough.values)
+    return found if solver.on_branch(found, target) else _follow(solver, point, family, target)
+
+
+def _follow(solver: SaddlePointSolver, point: FixedPoint, family: str, target: Branch) -> FixedPoint | None:
+    """:func:`along_ray` on ``solver``'s own rule."""
     entries = solver.compiled.system.entries
     index = next(i for i, e in enumerate(entries) if e.family == family and e.entry == (0, 0))
     scale = solver.overlap_bounds(point.values)
@@ -53,8 +72,15 @@ def along_ray(solver: SaddlePointSolver, point: FixedPoint, family: str, target:
 
 
 def _polish(solver, ray, alpha, bound, low, high, target) -> FixedPoint | None:
-    """Brent's method for the gradient's root between the ray points ``low`` and ``high`` (pairs of
-    ``s`` and the constrained point), then a solve of ``target`` from the constrained point there."""
+    """A solve of ``target`` from the secant estimate of the gradient's root between the ray points
+    ``low`` and ``high`` (pairs of ``s`` and the constrained point); if it lands off the branch,
+    Brent's method for the root and a solve of ``target`` from the constrained point there."""
+    (_, below), (_, above) = low, high
+    slope = below.gradient[0] - above.gradient[0]
+    weight = below.gradient[0] / slope
+    found, _ = solver.solve(alpha, target, initial=(1.0 - weight) * below.values + weight * above.values)
+    if solver.on_branch(found, target):
+        return found
     near = {low[0]: low[1], high[0]: high[1]}
 
     def gradient(s: float) -> float:

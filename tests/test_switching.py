@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
+from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.scan import make_solver, run_scan
 from attnphase.saddle.switching import along_ray
@@ -54,3 +55,38 @@ def test_the_scan_finds_the_mixed_branch_where_the_seeded_anchors_miss_it(omega_
     mixed = solution.traces["mixed"].converged()
     assert [p.alpha for p in mixed] == [1.3]
     assert all(p.branch == "mixed" for p in mixed)
+
+
+def test_where_the_secant_start_misses_brents_root_finds_the_point(omega_02, monkeypatch):
+    """The first solve of the branch from a ray's bracket starts at the secant estimate of the
+    gradient's root; if that solve lands elsewhere, the root is refined by Brent's method and the
+    branch solved from there, which finds the same point."""
+    solver = omega_02
+    positional = solver.anchor(1.5, solver.branch("positional"))
+    direct = along_ray(solver, positional, "theta", solver.branch("mixed"))
+    solve, secant_starts = SaddlePointSolver.solve, []
+
+    def secant_misses(self, alpha, branch, initial, jacobian=None):
+        if branch.name == "mixed" and self is solver.coarse() and not secant_starts:
+            secant_starts.append(initial)
+            return positional, None  # a start that lands on the positional point
+        return solve(self, alpha, branch, initial, jacobian)
+
+    monkeypatch.setattr(SaddlePointSolver, "solve", secant_misses)
+    refined = along_ray(solver, positional, "theta", solver.branch("mixed"))
+    assert len(secant_starts) == 1
+    assert refined is not None and refined.converged and refined.branch == "mixed"
+    np.testing.assert_allclose(refined.values, direct.values, rtol=1e-6, atol=1e-8)
+
+
+def test_the_point_met_on_the_coarse_rule_is_the_one_met_on_the_solvers_own(omega_02, monkeypatch):
+    """The ray is followed on the coarse rule and its point refined; followed on the solver's own
+    rule (no coarse rule) it meets the same fixed point."""
+    solver = omega_02
+    positional = solver.anchor(1.5, solver.branch("positional"))
+    refined = along_ray(solver, positional, "theta", solver.branch("mixed"))
+    own = solver.renewed()
+    monkeypatch.setattr(own, "coarse", lambda: None)
+    direct = along_ray(own, positional, "theta", solver.branch("mixed"))
+    assert refined is not None and direct is not None and refined.converged and direct.converged
+    np.testing.assert_allclose(refined.values, direct.values, rtol=1e-6, atol=1e-8)
