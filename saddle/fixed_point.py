@@ -698,16 +698,26 @@ class SaddlePointSolver:
     def _broyden(self, residual, x0: np.ndarray, jacobian: np.ndarray | None):
         """Quasi-Newton iteration with Broyden's good update and a backtracking step.
 
-        Returns the best iterate and the Jacobian estimate, or ``(None, None)`` if the
-        iteration diverges.
+        A Jacobian carried over from a neighbouring point is trusted only while it leads: at the
+        first step that does not lower the residual, or if four steps have not lowered it tenfold,
+        it is replaced by a finite-difference estimate at the best iterate (once). Returns the best
+        iterate and the Jacobian estimate, or ``(None, None)`` if the iteration diverges.
         """
         x = x0.copy()
         g = residual(x)
-        if jacobian is None:
+        carried = jacobian is not None
+        if not carried:
             jacobian = self._finite_difference_jacobian(residual, x, g)
-        best_norm, best_x, stalled, checkpoint = np.abs(g).max(), x, 0, np.abs(g).max()
+        best_norm, best_x, best_g, stalled, checkpoint = np.abs(g).max(), x, g, 0, np.abs(g).max()
         for iteration in range(self.settings.max_evaluations):
-            if best_norm <= self.settings.tolerance or stalled >= 6:
+            if best_norm <= self.settings.tolerance:
+                break
+            if carried and (stalled >= 1 or (iteration == 4 and best_norm > 0.1 * checkpoint)):
+                # the carried estimate does not lead to the root: estimate the Jacobian afresh
+                x, g, carried, stalled = best_x, best_g, False, 0
+                jacobian = self._finite_difference_jacobian(residual, x, g)
+                continue
+            if stalled >= 6:
                 break
             if iteration % 8 == 7:  # less than a halving of the residual in 8 steps: give up
                 if best_norm > 0.5 * checkpoint:
@@ -729,7 +739,7 @@ class SaddlePointSolver:
             x, g = x_new, g_new
             norm = np.abs(g).max()
             if norm < best_norm:
-                best_norm, best_x, stalled = norm, x, 0
+                best_norm, best_x, best_g, stalled = norm, x, g, 0
             else:
                 stalled += 1
             if not np.isfinite(norm) or norm > 1e3 * max(best_norm, 1e-3):

@@ -127,6 +127,25 @@ def test_a_renewed_solver_computes_what_a_new_one_does_whatever_was_solved_befor
         assert np.array_equal(renewed.values, afresh.values) and renewed.residual == afresh.residual
 
 
+def test_a_misleading_carried_jacobian_is_replaced_by_a_fresh_estimate(paper_solver):
+    """Broyden's iteration started from a Jacobian carried over from elsewhere that points away from
+    the root (here its negative) estimates the Jacobian afresh instead of stalling, and reaches the
+    tolerance itself, in few evaluations (Powell's fallback, which returns no Jacobian, is not needed)."""
+    n = 6
+    matrix = 2.0 * np.eye(n) + 0.5 * np.eye(n, k=1) + 0.5 * np.eye(n, k=-1)
+    root = np.linspace(-0.5, 0.7, n)
+    evaluations = []
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        evaluations.append(x)
+        return np.tanh(matrix @ (x - root))
+
+    x, jacobian = paper_solver.root(residual, np.zeros(n), jacobian=-matrix)
+    assert np.abs(residual(x)).max() <= paper_solver.settings.tolerance
+    assert jacobian is not None
+    assert len(evaluations) <= 36  # 46 when the carried estimate is only corrected by Broyden's updates
+
+
 def test_alpha_must_be_positive(paper_solver):
     for alpha in (0.0, -1.0, float("nan")):
         with pytest.raises(ParameterError, match="alpha must be"):
