@@ -9,8 +9,9 @@ the lowest among weights with that overlap, and ``d eps / d s`` vanishes at ``s 
 even in the family). Where it vanishes again at ``s* > 0`` every equation holds: a fixed point with
 the family non-zero. From a minimum (``eps`` rises first) it is the barrier towards another
 minimum, a saddle; from a point unstable along the family (it falls first) it is the minimum the
-fall ends in. ``s`` grows along :data:`RAY`, each solve continuing the previous one; the root is
-bracketed by the first sign change of the gradient. A solve of the containing branch from the
+fall ends in. ``s`` grows along :data:`RAY`, each solve starting from the secant extrapolation of
+the two before (order parameters and multipliers; from the last point where that leaves the
+domain); the root is bracketed by the first sign change of the gradient. A solve of the containing branch from the
 secant estimate of the root (the bracket's two constrained points, interpolated where the gradient's
 chord vanishes) must converge onto the branch; if it does not, the root is refined by Brent's method
 and the solve repeated from there (where the ray's solves jump between sheets the bracket may hold
@@ -59,16 +60,34 @@ def _follow(solver: SaddlePointSolver, point: FixedPoint, family: str, target: B
         return None
     ray = ConstrainedSolver(solver, (solver.names[index],))
     previous: tuple[float, ConstrainedPoint] | None = None
-    initial, multipliers = point.values, None
+    before: tuple[float, ConstrainedPoint] | None = None
     for s in RAY:
+        initial, multipliers = _predicted(solver, ray, s, before, previous, point.values)
         here = ray.solve(point.alpha, [s * bound], initial, multipliers, correct_kinks=False)
         if not here.usable_gradient:
             return None
         if previous is not None and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
             return _polish(solver, ray, point.alpha, bound, previous, (s, here), target)
-        previous = (s, here)
-        initial, multipliers = here.values, here.conjugates[ray.fixed_index]
+        before, previous = previous, (s, here)
     return None
+
+
+def _predicted(solver, ray, s, before, previous, origin) -> tuple[np.ndarray, np.ndarray | None]:
+    """The start of the ray's solve at ``s``: the secant extrapolation of the last two ray points
+    (order parameters and multipliers) where it stays in the order parameters' domain, else the last
+    point, else ``origin`` (the fixed point the ray leaves) with its own conjugates as multipliers."""
+    if previous is None:
+        return origin, None
+    s1, last = previous
+    values, multipliers = last.values, last.conjugates[ray.fixed_index]
+    if before is None:
+        return values, multipliers
+    s0, first = before
+    t = (s - s1) / (s1 - s0)
+    extrapolated = values + t * (values - first.values)
+    if solver.domain_violations(extrapolated):
+        return values, multipliers
+    return extrapolated, multipliers + t * (multipliers - first.conjugates[ray.fixed_index])
 
 
 def _polish(solver, ray, alpha, bound, low, high, target) -> FixedPoint | None:
