@@ -19,7 +19,6 @@ process CPU time (numba on one thread, so the CPU time is the work done). Two me
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from collections import Counter
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from results_file import write_results
 
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.fixed_point import SaddlePointSolver, SolverSettings
@@ -131,9 +131,7 @@ def main() -> None:
         results["ray"] = ray_evaluations(counter)
         results["scan"] = scan_evaluations(counter)
         results["load_average_at_end"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    print(write_results(results, args.out), end="")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from results_file import write_results
 
 from attnphase.baseline.linear import linear_baseline
 from attnphase.replica.declaration import paper_model
@@ -72,12 +73,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.along:
         rows = correction_along_branches()
-        ALONG_FILE.write_text(json.dumps(rows, indent=2) + "\n")
+        write_results(rows, ALONG_FILE)
         print(along_table(rows))
         return
     if args.reference:
         reference = reference_train_loss(json.loads(REFERENCE_FILE.read_text()) if REFERENCE_FILE.exists() else [])
-        REFERENCE_FILE.write_text(json.dumps(reference, indent=2) + "\n")
+        write_results(reference, REFERENCE_FILE)
         print(reference_table(reference))
         return
     if args.table:
@@ -115,8 +116,7 @@ def main() -> None:
         row["seconds"] = round(time.perf_counter() - started, 1)
         results.append(row)
         print(json.dumps(row), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(results, args.out)
     print(markdown_table(results))
 
 

@@ -16,7 +16,6 @@ records the machine, its load, the settings and every timing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -27,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from results_file import write_results
 
 from attnphase.baseline.linear import linear_baseline
 from attnphase.experiments.phase_diagram import phase_diagram
@@ -115,9 +115,7 @@ def main() -> None:
     results["phase_diagram_alpha_c"] = diagram.thresholds["alpha_c"].tolist()
     results["phase_diagram_target_seconds"] = TARGET_PHASE_DIAGRAM_SECONDS
     results["load_average_at_end"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    print(write_results(results, args.out), end="")
 
 
 if __name__ == "__main__":

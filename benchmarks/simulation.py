@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from results_file import write_results
 
 from attnphase.experiments.simulation import SimulationSettings, simulate
 
@@ -84,9 +85,7 @@ def main() -> None:
     results["curve_lbfgs_runs"] = len(curve)
     results["curve_target_seconds"] = TARGET_CURVE_SECONDS
     results["curve_lbfgs_within_target"] = seconds <= TARGET_CURVE_SECONDS
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    print(write_results(results, args.out), end="")
 
 
 if __name__ == "__main__":
