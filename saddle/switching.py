@@ -11,11 +11,11 @@ the family non-zero. From a minimum (``eps`` rises first) it is the barrier towa
 minimum, a saddle; from a point unstable along the family (it falls first) it is the minimum the
 fall ends in. ``s`` grows along :data:`RAY`, each solve starting from the secant extrapolation of
 the two before (order parameters and multipliers; from the last point where that leaves the
-domain); the root is bracketed by the first sign change of the gradient. A solve of the containing branch from the
-secant estimate of the root (the bracket's two constrained points, interpolated where the gradient's
-chord vanishes) must converge onto the branch; if it does not, the root is refined by Brent's method
-and the solve repeated from there (where the ray's solves jump between sheets the bracket may hold
-no root, and then no point of the branch is found).
+domain); the root is bracketed by the first sign change of the gradient. A solve of the containing
+branch from the secant estimate of the root (the bracket's two constrained points, interpolated
+where the gradient's chord vanishes) must converge onto the branch; if it does not, the root is
+refined by Brent's method and the solve repeated from there (where the ray's solves jump between
+sheets the bracket may hold no root, and then no point of the branch is found).
 
 Like :meth:`SaddlePointSolver.anchor`, the ray is followed on the solver's coarse rule
 (:meth:`SaddlePointSolver.coarse`), where evaluations are cheap, and the point it meets is refined
