@@ -50,6 +50,16 @@ CURVATURE_PREFIX = "curvature_"
 #: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
 NEGLIGIBLE_OVERLAP = 1e-3
 
+#: Where the student vanishes (every entry of q zero: W = 0, a stationary point of every
+#: declaration whose attention scores are quadratic in the weights), the map is its limit q -> 0,
+#: evaluated with the diagonal of q at this fraction of rho (F is smooth in q there, so the error is
+#: of the order of the probe) and in the envelope form: the score form divides M* by q, and its
+#: rounding error grows as 1/q (docs/validation.md, "The vanishing student").
+VANISHING_PROBE = 1e-10
+#: A search that ends unconverged with every diagonal entry of q below this fraction of rho is
+#: repeated from the vanishing student (the root finders approach q = 0 only geometrically).
+NEARLY_VANISHING = 1e-3
+
 
 def failed_checks(status: str) -> tuple[str, ...]:
     """The names of the failed checks a point's ``status`` lists (empty when it is ``CONVERGED``)."""
@@ -266,6 +276,8 @@ class SaddlePointSolver:
         self.test_nodes, self.test_weights = self.settings.test_quadrature.nodes(compiled.dimension)
         self.names = compiled.names
         self.families = compiled.families
+        self._q_entries = np.array([f == "q" for f in self.families])
+        self._responses = np.array([f == "V" for f in self.families])
         rng = np.random.default_rng(self.settings.prox.seed)
         directions = rng.standard_normal((self.settings.prox.extra_directions, compiled.prox_dimension))
         self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
@@ -289,6 +301,10 @@ class SaddlePointSolver:
         the computed ``M*``. Without ``thorough``, the last thorough prox on the same nodes is a
         start too (``ProxSettings.warm_start``).
         """
+        point = self.kernel_point(params)
+        # at a vanishing student the prox moves by about sqrt(VANISHING_PROBE) of its usual scale
+        tolerance = self.settings.prox.gradient_tolerance * (1.0 if point is params else np.sqrt(VANISHING_PROBE))
+        params = point
         fold = self.fold(params)
         nodes = self.nodes if fold is None else fold.nodes
         starts = self.compiled.starts(nodes, params, self.consts)
@@ -303,7 +319,7 @@ class SaddlePointSolver:
             scale = np.sqrt(self._largest_response(params))
             shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
             starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
-        z, value, grad = self.prox_from(nodes, params, starts)
+        z, value, grad = self.prox_from(nodes, params, starts, tolerance)
         if thorough and s.warm_start:
             self._warm[pattern] = z
         if fold is None:
@@ -311,16 +327,17 @@ class SaddlePointSolver:
         return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
 
     def prox_from(
-        self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray
+        self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The best of Newton refined from ``starts (S, k, N)`` at ``nodes (D, N)``: ``(z, M, |grad M|)``."""
+        """The best of Newton refined from ``starts (S, k, N)`` at ``nodes (D, N)`` to a gradient of
+        ``tolerance`` (by default ``ProxSettings.gradient_tolerance``): ``(z, M, |grad M|)``."""
         s = self.settings.prox
         return self.compiled.prox(
             np.ascontiguousarray(nodes),
             params,
             self.consts,
             np.ascontiguousarray(starts),
-            s.gradient_tolerance,
+            s.gradient_tolerance if tolerance is None else tolerance,
             s.max_iterations,
         )
 
@@ -380,15 +397,36 @@ class SaddlePointSolver:
 
         return envelope
 
+    def vanishes(self, params: np.ndarray) -> bool:
+        """The student vanishes at ``params`` (W = 0): every entry of every ``q`` is zero."""
+        return bool(np.all(params[self._q_entries] == 0))
+
+    def kernel_point(self, params: np.ndarray) -> np.ndarray:
+        """Where the node integrals are evaluated for ``params``: ``params`` itself, or, at a vanishing
+        student (:meth:`vanishes`), the same point with the diagonal of ``q`` at ``VANISHING_PROBE``
+        times ``rho``. The map there is the limit ``q -> 0`` of the map: ``q`` enters the integrands
+        through ``sqrt(q)`` and ``q^-1``, so at ``q = 0`` they are ``0/0``, while ``F`` is smooth in
+        ``q`` and ``F_q`` vanishes linearly there (docs/validation.md, "The vanishing student")."""
+        if not self.vanishes(params):
+            return params
+        probe = params.copy()
+        for i, e in enumerate(self.compiled.system.entries):
+            if e.family == "q" and e.entry[0] == e.entry[1]:
+                probe[i] = VANISHING_PROBE * self._rho(e.group)
+        return probe
+
     def _largest_response(self, params: np.ndarray) -> float:
         entries = self.compiled.system.entries
         return float(max(params[i] for i, e in enumerate(entries) if e.family == "V" and e.entry[0] == e.entry[1]))
 
     def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
-        """One application of the saddle-point map at ``params`` (``thorough``: all prox starts)."""
+        """One application of the saddle-point map at ``params`` (``thorough``: all prox starts); at a
+        vanishing student, its limit (:meth:`kernel_point`)."""
+        point = self.kernel_point(params)
         z, value, grad = self.prox(params, thorough)
-        form = self.compiled.score if self.settings.conjugate_form == "score" else self.compiled.energetic
-        integrals = form(z, self.nodes, self.weights, params, self.consts)
+        score = self.settings.conjugate_form == "score" and point is params
+        form = self.compiled.score if score else self.compiled.energetic
+        integrals = form(z, self.nodes, self.weights, point, self.consts)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
         updated = self.compiled.orders(conj, self.consts)
         unconverged = ~(grad <= PROX_GRADIENT_TOLERANCE)  # NaN counts as unconverged
@@ -414,7 +452,8 @@ class SaddlePointSolver:
             return 0.0
         if self._lines is None:
             self._lines = LineCorrection(self.nodes, self.weights, rule.order)
-        return self._lines(z, values, lambda nodes, starts: self.prox_from(nodes, params, starts)[:2])
+        point = self.kernel_point(params)
+        return self._lines(z, values, lambda nodes, starts: self.prox_from(nodes, point, starts)[:2])
 
     def free_entropy(self, params: np.ndarray, conjugates: np.ndarray, alpha: float) -> float:
         """``Phi`` at the order parameters ``params`` and conjugates ``conjugates`` with this
@@ -518,6 +557,12 @@ class SaddlePointSolver:
         other._symmetric, other._coarse, other._warm, other._folds = {}, None, {}, dict(self._folds)
         return other
 
+    def in_form(self, conjugate_form: Literal["score", "envelope"]) -> SaddlePointSolver:
+        """This solver, renewed (:meth:`renewed`), evaluating the conjugates in ``conjugate_form``."""
+        other = self.renewed()
+        other.settings = replace(self.settings, conjugate_form=conjugate_form)
+        return other
+
     def free_mask(self, branch: Branch) -> np.ndarray:
         """True for the order parameters ``branch`` does not hold at zero."""
         return np.array([f not in branch.zero for f in self.families])
@@ -562,9 +607,17 @@ class SaddlePointSolver:
         return self.compiled.system.label(self.nonzero_families(values))
 
     def domain_violations(self, values: np.ndarray) -> list[str]:
-        """Order parameters outside their domain (THEORY.md sec. 2): per covariance class, ``q``
-        and ``V`` must be positive definite and the teacher field's conditional covariance
-        ``rho - theta q^-1 theta^T`` positive semidefinite."""
+        """Order parameters outside their domain (THEORY.md sec. 2): per covariance class, ``V``
+        must be positive definite, and ``q`` too, with the teacher field's conditional covariance
+        ``rho - theta q^-1 theta^T`` positive semidefinite, unless the student vanishes
+        (:meth:`vanishes`), and with it every overlap."""
+        vanishing = self.vanishes(values)
+        violations = []
+        if vanishing:
+            overlaps = np.isin(self.families, self.compiled.system.overlap_families)
+            nonzero = [name for name, value, o in zip(self.names, values, overlaps, strict=True) if o and value != 0]
+            if nonzero:
+                violations.append(f"{', '.join(nonzero)} non-zero where q = 0")
         parameters = self.compiled.system.parameters
         shapes = {"q": parameters.q, "V": parameters.V, "theta": parameters.theta}
         matrices: dict[tuple[str, int], np.ndarray] = {}
@@ -575,9 +628,8 @@ class SaddlePointSolver:
             matrix[e.entry] = value
             if e.family != "theta":  # q and V are symmetric
                 matrix[e.entry[::-1]] = value
-        violations = []
         for (family, group), matrix in sorted(matrices.items()):
-            if family == "theta":
+            if family == "theta" or (family == "q" and vanishing):
                 continue
             label = family + (f" of class {group + 1}" if len(parameters.q) > 1 else "")
             if not np.all(np.isfinite(matrix)) or np.linalg.eigvalsh(matrix).min() <= 0:
@@ -591,10 +643,25 @@ class SaddlePointSolver:
 
     def symmetric_point(self, alpha: float) -> FixedPoint:
         """The fixed point with all overlaps zero (``m = theta = 0``) at ``alpha``, from the
-        generic guess; cached, since every branch's anchor starts from it."""
+        generic guess, or the vanishing student (:meth:`vanishing_point`) if that search does not
+        converge and the vanishing student does; cached, since every branch's anchor starts from it."""
         if alpha not in self._symmetric:
-            self._symmetric[alpha], _ = self.solve(alpha, self.most_symmetric, initial=self.generic_guess())
+            point, _ = self.solve(alpha, self.most_symmetric, initial=self.generic_guess())
+            if not point.converged:
+                vanishing = self.vanishing_point(alpha)
+                point = vanishing if vanishing.converged else point
+            self._symmetric[alpha] = point
         return self._symmetric[alpha]
+
+    def vanishing_point(self, alpha: float) -> FixedPoint:
+        """The vanishing student ``W = 0`` at ``alpha``: ``q``, every overlap and every conjugate
+        but the responses' zero, the responses ``V`` solved from the generic guess's. ``W = 0`` is
+        a stationary point of the training loss when the scores are quadratic in the weights, and
+        ``q = 0`` an invariant set of ``F`` (:meth:`kernel_point`); the point is a fixed point where
+        the prox stays at ``z = 0`` and the responses' equations have a root (its checks say)."""
+        start = np.where(self._responses, self.generic_guess(), 0.0)
+        point, _ = self.solve(alpha, self.most_symmetric, initial=start)
+        return point
 
     def coarse(self) -> SaddlePointSolver | None:
         """The same solver on a Gauss-Hermite rule of half the order (``None`` if this rule
@@ -650,6 +717,8 @@ class SaddlePointSolver:
         check_alpha(alpha)
         free = self.free_mask(branch)
         start = np.array(initial, dtype=float)
+        if self.vanishes(start):  # W = 0 stays W = 0 (an invariant set of F): only the responses are free
+            free &= self._responses
         start[~free] = 0.0
         # iterate with the two deterministic prox starts; verify with all of them, and
         # iterate again with all of them if the extra starts found lower minima
@@ -659,9 +728,23 @@ class SaddlePointSolver:
             evaluations += used
             point = self.observe(x, alpha, branch, evaluations)
             if point.converged or thorough:
-                return point, jacobian
+                break
             start = x
-        raise AssertionError("unreachable")
+        if not point.converged and self._nearly_vanishes(point.values):
+            # q runs to the edge of its domain: F vanishes linearly in q there, and the root is W = 0
+            vanishing, _ = self.solve(alpha, branch, initial=np.where(self._responses, point.values, 0.0))
+            if vanishing.converged:
+                return vanishing, None
+        return point, jacobian
+
+    def _nearly_vanishes(self, values: np.ndarray) -> bool:
+        """Every diagonal entry of ``q`` is positive but below ``NEARLY_VANISHING`` of ``rho``."""
+        diagonal = [
+            (v, self._rho(e.group))
+            for v, e in zip(values, self.compiled.system.entries, strict=True)
+            if e.family == "q" and e.entry[0] == e.entry[1]
+        ]
+        return all(0 < v < NEARLY_VANISHING * rho for v, rho in diagonal)
 
     def _find_root(self, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self, alpha, thorough)
@@ -824,7 +907,8 @@ class SaddlePointSolver:
         # the kink correction refines eps_t at a fixed point (Phi is stationary there only)
         stationary = bool(residual <= self.settings.accept and np.all(np.isfinite(params)))
         observables = self.loss_observables(params, ev.conjugates, ev, alpha, correct_kinks=stationary)
-        observables["test_error"] = float(c.test_error(self.test_nodes, self.test_weights, params, self.consts)[0])
+        point = self.kernel_point(params)
+        observables["test_error"] = float(c.test_error(self.test_nodes, self.test_weights, point, self.consts)[0])
         failed = self.diagnose(params, ev, residual, observables)
         return FixedPoint(
             alpha=float(alpha),

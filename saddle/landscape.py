@@ -248,7 +248,12 @@ def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIA
     is zero at the point ``eps`` is even, and the column is ``gradient(delta) / delta`` (the gradient
     vanishes at the fixed point) within the family and zero outside it; elsewhere it is the central
     difference. Both are exact to order ``delta^2``. The constrained points need only their
-    gradient, so their ``E[M*]`` is not corrected for kinks."""
+    gradient, so their ``E[M*]`` is not corrected for kinks. Around a vanishing student
+    (:meth:`SaddlePointSolver.vanishes`) they have ``q`` of order ``delta^2``, where the score form's
+    error grows as ``1/q``; they are solved in the envelope form, continuous there (the prox stays
+    near ``z = 0``)."""
+    if solver.vanishes(point.values):
+        solver = solver.in_form("envelope")
     system = solver.compiled.system
     index = [i for i, e in enumerate(system.entries) if e.family in system.overlap_families]
     names = tuple(solver.names[i] for i in index)
