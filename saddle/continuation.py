@@ -32,6 +32,7 @@ import numpy as np
 
 from attnphase.saddle.arclength import continue_past
 from attnphase.saddle.branches import Branch
+from attnphase.saddle.extrapolation import lagrange
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 
 PointCallback = Callable[[FixedPoint], None]
@@ -225,14 +226,7 @@ def _step(solver, branch, history, target, jacobian, max_halvings):
 def _predict(history: Sequence[FixedPoint], target: float) -> np.ndarray:
     """Lagrange extrapolation through the last (up to three) points of the branch."""
     recent = history[-3:]
-    prediction = np.zeros_like(recent[-1].values)
-    for i, p in enumerate(recent):
-        weight = 1.0
-        for j, other in enumerate(recent):
-            if j != i:
-                weight *= (target - other.alpha) / (p.alpha - other.alpha)
-        prediction += weight * p.values
-    return prediction
+    return lagrange([p.alpha for p in recent], [p.values for p in recent], target)
 
 
 def anchor_alphas(grid: Sequence[float], covered: Iterable[float], tried: Iterable[float]) -> list[float]:

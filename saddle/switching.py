@@ -29,6 +29,7 @@ import numpy as np
 import scipy.optimize
 
 from attnphase.saddle.branches import Branch
+from attnphase.saddle.extrapolation import lagrange
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
 from attnphase.saddle.landscape import ConstrainedPoint, ConstrainedSolver
 
@@ -83,11 +84,12 @@ def _predicted(solver, ray, s, before, previous, origin) -> tuple[np.ndarray, np
     if before is None:
         return values, multipliers
     s0, first = before
-    t = (s - s1) / (s1 - s0)
-    extrapolated = values + t * (values - first.values)
-    if solver.domain_violations(extrapolated):
+    stacked = [np.concatenate([p.values, p.conjugates[ray.fixed_index]]) for p in (first, last)]
+    extrapolated = lagrange([s0, s1], stacked, s)
+    n = values.size
+    if solver.domain_violations(extrapolated[:n]):
         return values, multipliers
-    return extrapolated, multipliers + t * (multipliers - first.conjugates[ray.fixed_index])
+    return extrapolated[:n], extrapolated[n:]
 
 
 def _polish(solver, ray, alpha, bound, low, high, target) -> FixedPoint | None:
