@@ -752,7 +752,8 @@ class SaddlePointSolver:
         def residual(x: np.ndarray) -> np.ndarray:
             full = start.copy()
             full[free] = x
-            g = evaluate(full).updated[free] - x
+            with np.errstate(all="ignore"):  # a non-finite map is a large residual, not a warning
+                g = evaluate(full).updated[free] - x
             return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
 
         x, jac_out = self.root(residual, start[free], jacobian)

@@ -74,7 +74,8 @@ def _independently_valid(row) -> list[str]:
     numeric = row[["q", "m", "V", "theta", "qhat", "mhat", "Vhat", "thetahat", "train_loss", "energy", "test_error"]]
     if not np.all(np.isfinite(numeric.to_numpy(float))):
         problems.append("finite")
-    if not (row["q"] > 0 and row["V"] > 0 and row["theta"] ** 2 <= row["q"] * row["sigma2"]):
+    vanishing = row["q"] == 0 and row["m"] == 0 and row["theta"] == 0  # W = 0 (tests/test_vanishing.py)
+    if not (row["V"] > 0 and (vanishing or (row["q"] > 0 and row["theta"] ** 2 <= row["q"] * row["sigma2"]))):
         problems.append("domain")
     expected = row["train_loss"] - row["line_correction"]
     if not abs(row["energy"] - expected) <= 1e-6 * abs(expected):
@@ -91,6 +92,7 @@ def _independently_valid(row) -> list[str]:
         ({"lam": 0.0}, "2.0"),  # was: V = inf and NaN columns
         ({"omega": 0.0}, "2.0"),  # was: a "positional" row with m ~ 1e-16 marked converged
         ({"omega": 0.0, "A": ((0.3, 0.7), (0.8, 0.2))}, "2.0"),
+        ({"sigma": 0.3, "lam": 0.1}, "2.0"),  # was: agnostic creeping to q = 0, flagged; now W = 0
     ],
 )
 def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
@@ -108,6 +110,9 @@ def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
                 assert abs(row["theta"]) > 1e-6
         else:
             assert row["status"] and row["status"] != "converged"
+    if declaration == {"sigma": 0.3, "lam": 0.1}:
+        agnostic = branches[branches["branch"] == "agnostic"].iloc[0]
+        assert agnostic["converged"] and agnostic["q"] == 0
     if declaration == {"lam": 0.0}:
         assert not branches["converged"].any()
         assert all("finite" in status for status in branches["status"])
