@@ -3,10 +3,11 @@
 A branch (an invariant subspace, :mod:`saddle.branches`) is searched for at several anchor alphas
 (:meth:`SaddlePointSolver.anchor`): first the largest, the smallest and the middle alpha of the grid,
 then the middle of every stretch of the grid that no piece of the branch covers yet, up to
-``max_anchors`` anchors in all. Every anchor that lands on the branch (converged, and labelled with
-the branch's name) is continued both ways until it meets a stretch already covered (the pieces join)
-or the branch ends; so a branch that exists on only part of the range is found on that part,
-wherever it lies.
+``max_anchors`` anchors in all, and one more for every end of a piece inside the grid (up to
+``EXTRA_ANCHORS`` more: where a piece was lost, the branch may go on elsewhere). Every anchor that
+lands on the branch (converged, and labelled with the branch's name) is continued both ways until it
+meets a stretch already covered (the pieces join) or the branch ends; so a branch that exists on only
+part of the range is found on that part, wherever it lies.
 
 Each continuation step predicts the next point by quadratic extrapolation of the last three and
 corrects it with the quasi-Newton solver, reusing the previous Jacobian. A failed step is retried
@@ -41,6 +42,8 @@ MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step
 #: Anchors tried per branch by default: both ends and the middle of the grid (one more in a gap
 #: where the middle is covered).
 MAX_ANCHORS = 3
+#: More anchors where a branch was lost: one for every end of a piece inside the grid, up to this many.
+EXTRA_ANCHORS = 2
 MERGED, FAILED, FOLD = "merged", "failed", "fold"
 #: Sheets followed past folds from one anchor (each fold adds one).
 MAX_SHEETS = 3
@@ -273,7 +276,8 @@ def trace_branch(
     anchors: list[Anchor] = []
     tried: list[float] = []
     queue = anchor_alphas(grid, covered, tried)
-    while len(tried) < max_anchors:
+    budget = max_anchors
+    while len(tried) < budget:
         queue = [a for a in queue if a not in covered and a not in tried] or anchor_alphas(grid, covered, tried)
         if not queue:
             break
@@ -306,5 +310,7 @@ def trace_branch(
                 if point.converged:
                     covered[point.alpha] = point
             ends.extend(piece_ends)
+            # where a piece ends inside the grid the branch may go on elsewhere: anchor once more
+            budget = min(budget + len(piece_ends), max_anchors + EXTRA_ANCHORS)
     every = sorted([*points.values(), *others], key=lambda p: (p.sheet, p.alpha))
     return BranchTrace(branch.name, tuple(every), tuple(ends), tuple(anchors))
