@@ -85,7 +85,9 @@ def run_scan(
             traces[b.name] = traced[b.name]
             continue
         fresh = solver.renewed()
-        finish = partial(assess, fresh) if stability else None
+        # the stability assessment on a solver of its own: its solves leave the trace's warm prox
+        # starts as they were, so a trace is the same with and without it
+        finish = partial(assess, fresh.renewed()) if stability else None
         search = _anchor_search(fresh, b, traces)
         traces[b.name] = trace_branch(fresh, b, alphas, on_point=on_point, finish=finish, anchor=search)
         if on_trace is not None:

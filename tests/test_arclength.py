@@ -33,7 +33,8 @@ def solver():
 
 @pytest.fixture(scope="module")
 def trace(solver):
-    return trace_branch(solver, solver.branch("positional"), GRID, finish=lambda p: assess(solver, p))
+    assessor = solver.renewed()  # as a scan assesses: on a solver of its own (saddle/scan.py)
+    return trace_branch(solver, solver.branch("positional"), GRID, finish=lambda p: assess(assessor, p))
 
 
 def _sheet(trace, sheet: int) -> dict[float, FixedPoint]:
