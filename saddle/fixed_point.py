@@ -410,10 +410,14 @@ class SaddlePointSolver:
         if not self.vanishes(params):
             return params
         probe = params.copy()
-        for i, e in enumerate(self.compiled.system.entries):
-            if e.family == "q" and e.entry[0] == e.entry[1]:
-                probe[i] = VANISHING_PROBE * self._rho(e.group)
+        for i, rho in self._q_diagonal():
+            probe[i] = VANISHING_PROBE * rho
         return probe
+
+    def _q_diagonal(self) -> list[tuple[int, float]]:
+        """The index of every diagonal entry of ``q`` with the ``rho`` of its covariance class."""
+        entries = self.compiled.system.entries
+        return [(i, self._rho(e.group)) for i, e in enumerate(entries) if e.family == "q" and e.entry[0] == e.entry[1]]
 
     def _largest_response(self, params: np.ndarray) -> float:
         entries = self.compiled.system.entries
@@ -739,12 +743,7 @@ class SaddlePointSolver:
 
     def _nearly_vanishes(self, values: np.ndarray) -> bool:
         """Every diagonal entry of ``q`` is positive but below ``NEARLY_VANISHING`` of ``rho``."""
-        diagonal = [
-            (v, self._rho(e.group))
-            for v, e in zip(values, self.compiled.system.entries, strict=True)
-            if e.family == "q" and e.entry[0] == e.entry[1]
-        ]
-        return all(0 < v < NEARLY_VANISHING * rho for v, rho in diagonal)
+        return all(0 < values[i] < NEARLY_VANISHING * rho for i, rho in self._q_diagonal())
 
     def _find_root(self, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self, alpha, thorough)
