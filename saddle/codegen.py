@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -29,7 +29,7 @@ import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
 _PRINTER = PythonCodePrinter({"fully_qualified_modules": True})
-_HEADER = "import math\n\nimport numba\nimport numpy as np\n\n_MAX_HALVINGS = {halvings}\nK = {k}\n"
+_HEADER = "import math\n\nimport numba\nimport numpy as np\n\n"
 
 Groups = Sequence[tuple[str, Sequence[sp.Symbol]]]
 
@@ -46,8 +46,11 @@ def cache_directory() -> Path:
 class ModuleSource:
     """The source of one generated kernel module, built function by function."""
 
-    def __init__(self, prox_dimension: int, halvings: int) -> None:
-        self.parts = [_HEADER.format(k=prox_dimension, halvings=halvings)]
+    def __init__(self, prox_dimension: int, constants: Mapping[str, int]) -> None:
+        """A module whose templates see ``K = prox_dimension`` and the integer ``constants`` they
+        read (e.g. ``{"_MAX_HALVINGS": 12}``)."""
+        values = {**constants, "K": prox_dimension}
+        self.parts = [_HEADER + "".join(f"{name} = {int(value)}\n" for name, value in values.items())]
 
     def scalar(self, name: str, groups: Groups, expr: sp.Expr) -> None:
         """``name(*arrays) -> float``."""

@@ -113,7 +113,7 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     with_z = [("z", z), ("n", nodes), ("p", params), ("c", consts)]
     without_z = [("n", nodes), ("p", params), ("c", consts)]
 
-    source = ModuleSource(prox_dimension=k, halvings=kernels._MAX_HALVINGS)
+    source = ModuleSource(k, kernels.TEMPLATE_CONSTANTS)
     source.scalar("envelope", with_z, system.envelope)
     source.vector(
         "derivatives", with_z, [*system.envelope_gradient, *(h for row in system.envelope_hessian for h in row)]

@@ -19,6 +19,10 @@ import numpy as np
 #: Backtracking halvings of a Newton step before the line search gives up (M at its
 #: floating-point floor along the Newton direction, or a direction that does not descend).
 _MAX_HALVINGS = 12
+#: Nodes per block of the parallel prox loop (its work buffers are made once per block).
+BLOCK = 256
+#: The module constants the templates read, defined in every generated module.
+TEMPLATE_CONSTANTS = {"_MAX_HALVINGS": _MAX_HALVINGS, "BLOCK": BLOCK}
 
 # ---------------------------------------------------------------- placeholders, bound per model
 K = 1  # number of prox variables z
@@ -41,6 +45,9 @@ def integrand(*arrays_then_out):  # pragma: no cover - placeholder
 
 
 # ---------------------------------------------------------------- helpers (copied as they are)
+# The prox runs Newton at every node from every start: nothing below allocates inside that loop
+# (every buffer is made once per block of nodes and passed down), since a heap allocation costs as
+# much as an evaluation of the envelope.
 def _max_abs(a, k):  # pragma: no cover - compiled
     """``max_j |a_j|`` over the first ``k`` entries (the gradient part of a derivatives buffer)."""
     largest = 0.0
@@ -49,52 +56,66 @@ def _max_abs(a, k):  # pragma: no cover - compiled
     return largest
 
 
-def _newton_direction(h, g, k):  # pragma: no cover - compiled
-    """``-(H + shift I)^{-1} g`` with the smallest shift making ``H + shift I`` positive definite."""
+def _dot(a, b, k):  # pragma: no cover - compiled
+    """``sum_j a_j b_j`` over the first ``k`` entries."""
+    total = 0.0
+    for j in range(k):
+        total += a[j] * b[j]
+    return total
+
+
+def _newton_direction(gh, k, step):  # pragma: no cover - compiled
+    """``-(H + shift I)^{-1} g`` into ``step``, with the smallest shift making ``H + shift I``
+    positive definite; ``gh`` holds the gradient ``g`` (``k``) and then the Hessian ``H`` (row-major)."""
     scale = 0.0
     for j in range(k * k):
-        scale = max(scale, abs(h[j]))
+        scale = max(scale, abs(gh[k + j]))
     floor = 1e-10 * (1.0 + scale)
     if k == 1:
-        return np.array([-g[0] / max(h[0], floor)])
+        step[0] = -gh[0] / max(gh[1], floor)
+        return
     if k == 2:
-        mean = 0.5 * (h[0] + h[3])
-        lam_min = mean - np.sqrt(0.25 * (h[0] - h[3]) ** 2 + h[1] * h[2])
+        h0, h1, h2, h3 = gh[2], gh[3], gh[4], gh[5]
+        mean = 0.5 * (h0 + h3)
+        lam_min = mean - np.sqrt(0.25 * (h0 - h3) ** 2 + h1 * h2)
         shift = max(0.0, floor - lam_min)
-        a, b, c, d = h[0] + shift, h[1], h[2], h[3] + shift
+        a, b, c, d = h0 + shift, h1, h2, h3 + shift
         det = a * d - b * c
-        return np.array([-(d * g[0] - b * g[1]) / det, -(a * g[1] - c * g[0]) / det])
-    hm = h.reshape((k, k))
+        step[0] = -(d * gh[0] - b * gh[1]) / det
+        step[1] = -(a * gh[1] - c * gh[0]) / det
+        return
+    hm = gh[k:].reshape((k, k))
     lam_min = np.linalg.eigvalsh(hm)[0]
     shift = max(0.0, floor - lam_min)
-    return -np.linalg.solve(hm + shift * np.eye(k), g)
+    step[:] = -np.linalg.solve(hm + shift * np.eye(k), gh[:k])
 
 
 # ---------------------------------------------------------------- the prox
-def refine(z, node, params, consts, tol, maxit):  # pragma: no cover - compiled
-    """Newton from ``z`` (updated in place) at one node: ``(M, max |grad M|)`` at the end."""
-    gh = np.empty(K + K * K)
-    gh_trial = np.empty(K + K * K)
-    trial = np.empty(K)
+def refine(z, node, params, consts, tol, maxit, gh, gh_trial, trial, step):  # pragma: no cover - compiled
+    """Newton from ``z`` (updated in place) at one node: ``(M, max |grad M|)`` at the end. ``gh``,
+    ``gh_trial`` (``K + K*K``), ``trial`` and ``step`` (``K``) are work buffers."""
     value = envelope(z, node, params, consts)
     derivatives(z, node, params, consts, gh)
     for _ in range(maxit if np.isfinite(value) else 0):
-        g = gh[:K]
-        h = gh[K:]
         gmax = _max_abs(gh, K)
         if not gmax > tol:
             break
-        if not np.all(np.isfinite(h)):
+        finite = True
+        for j in range(K, K + K * K):
+            finite = finite and np.isfinite(gh[j])
+        if not finite:
             break  # invalid parameters (e.g. q < 0): the caller sees a non-finite map
-        step = _newton_direction(h, g, K)
+        _newton_direction(gh, K, step)
         # cap the step: the envelope varies on the scale of |z| + 1
-        norm_step = np.sqrt((step * step).sum())
-        cap = 2.0 * (1.0 + np.sqrt((z * z).sum()))
+        norm_step = np.sqrt(_dot(step, step, K))
+        cap = 2.0 * (1.0 + np.sqrt(_dot(z, z, K)))
         if norm_step > cap:
-            step *= cap / norm_step
-        slope = (g * step).sum()
+            for j in range(K):
+                step[j] *= cap / norm_step
+        slope = _dot(gh, step, K)
         t = 1.0
         accepted = False
+        tv = value
         for _ in range(_MAX_HALVINGS):
             for j in range(K):
                 trial[j] = z[j] + t * step[j]
@@ -112,11 +133,14 @@ def refine(z, node, params, consts, tol, maxit):  # pragma: no cover - compiled
             derivatives(trial, node, params, consts, gh_trial)
             if not _max_abs(gh_trial, K) < 0.5 * gmax:
                 break
-            z[:] = trial
+            for j in range(K):
+                z[j] = trial[j]
             value = envelope(trial, node, params, consts)
-            gh[:] = gh_trial
+            for j in range(K + K * K):
+                gh[j] = gh_trial[j]
             continue
-        z[:] = trial
+        for j in range(K):
+            z[j] = trial[j]
         value = tv
         derivatives(z, node, params, consts, gh)
     return value, _max_abs(gh, K)
@@ -127,22 +151,32 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
     node where no start gives a finite value, ``z`` is NaN, ``M`` infinite and the gradient infinite
     (counted as an unconverged prox)."""
     n_starts, _, n = starts.shape
+    dimension = nodes.shape[0]
     z_best = np.full((K, n), np.nan)
     v_best = np.empty(n)
     g_best = np.full(n, np.inf)
-    for i in numba.prange(n):
-        node = nodes[:, i].copy()
-        best = np.inf
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    for b in numba.prange(n_blocks):
+        node = np.empty(dimension)
         z = np.empty(K)
-        for s in range(n_starts):
-            for j in range(K):
-                z[j] = starts[s, j, i]
-            value, gmax = refine(z, node, params, consts, tol, maxit)
-            if value < best:
-                best = value
-                z_best[:, i] = z
-                g_best[i] = gmax
-        v_best[i] = best
+        gh = np.empty(K + K * K)
+        gh_trial = np.empty(K + K * K)
+        trial = np.empty(K)
+        step = np.empty(K)
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            for j in range(dimension):
+                node[j] = nodes[j, i]
+            best = np.inf
+            for s in range(n_starts):
+                for j in range(K):
+                    z[j] = starts[s, j, i]
+                value, gmax = refine(z, node, params, consts, tol, maxit, gh, gh_trial, trial, step)
+                if value < best:
+                    best = value
+                    for j in range(K):
+                        z_best[j, i] = z[j]
+                    g_best[i] = gmax
+            v_best[i] = best
     return z_best, v_best, g_best
 
 
@@ -170,4 +204,4 @@ def integral_kernel(nodes, weights, params, consts):  # pragma: no cover - compi
 
 
 #: Templates every generated module holds, in dependency order: the helpers, then the prox.
-PROX_TEMPLATES = (_max_abs, _newton_direction, refine, prox_kernel)
+PROX_TEMPLATES = (_max_abs, _dot, _newton_direction, refine, prox_kernel)

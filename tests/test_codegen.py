@@ -22,7 +22,7 @@ import json, sys
 import numpy as np, sympy as sp
 from attnphase.saddle.codegen import ModuleSource
 x, y = sp.symbols("x y", real=True)
-source = ModuleSource(prox_dimension=1, halvings=3)
+source = ModuleSource(prox_dimension=1, constants={"_MAX_HALVINGS": 3})
 source.scalar("f", [("a", [x, y])], sp.exp(x) * y + x**2)
 module = source.load()
 value = module.f(np.array([0.5, 2.0]))
@@ -38,7 +38,7 @@ def _run(script: str, env: dict[str, str]) -> dict[str, float]:
 
 def _source(expr: sp.Expr) -> ModuleSource:
     x, y = sp.symbols("x y", real=True)
-    source = ModuleSource(prox_dimension=1, halvings=3)
+    source = ModuleSource(prox_dimension=1, constants={"_MAX_HALVINGS": 3})
     source.scalar("f", [("a", [x, y])], expr)
     source.vector("g", [("a", [x, y])], [x * y, sp.sin(x)])
     return source
