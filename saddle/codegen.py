@@ -2,9 +2,12 @@
 
 Each expression group becomes one function of flat float arrays ``(z, nodes, params,
 consts)`` whose body is the common-subexpression-eliminated expression printed as plain
-Python (``math`` functions). Those functions and the kernels of :mod:`saddle.kernels`
-instantiated over them are written to a module file named by the hash of its source, in the
-cache directory (``ATTNPHASE_CACHE_DIR``, else ``$XDG_CACHE_HOME/attnphase``, else
+Python (``math`` functions), with every distinct exponential computed once (``exp(2 x)`` as the
+square of ``exp(x)``). The envelope and its derivatives, which the prox evaluates many times at
+one node, are split by :meth:`ModuleSource.hoisted`: their subexpressions free of ``z`` (the
+teacher's attention, the student field's mean) are computed once per node. Those functions and
+the kernels of :mod:`saddle.kernels` instantiated over them are written to a module file named
+by the hash of its source, in the cache directory (``ATTNPHASE_CACHE_DIR``, else ``$XDG_CACHE_HOME/attnphase``, else
 ``~/.cache/attnphase``), and jitted there with ``cache=True``: a later process with the same
 model loads the machine code instead of compiling it again. The source is generated from the
 derived sympy objects and this package's templates only; nothing user-supplied is ever
@@ -52,6 +55,10 @@ class ModuleSource:
         values = {**constants, "K": prox_dimension}
         self.parts = [_HEADER + "".join(f"{name} = {int(value)}\n" for name, value in values.items())]
 
+    def constant(self, name: str, value: int) -> None:
+        """A module-level integer constant the templates read."""
+        self.parts.append(f"\n{name} = {int(value)}\n")
+
     def scalar(self, name: str, groups: Groups, expr: sp.Expr) -> None:
         """``name(*arrays) -> float``."""
         header, renamed = _header(groups)
@@ -65,6 +72,32 @@ class ModuleSource:
         lines, results = _body(exprs, renamed)
         writes = [f"    out[{i}] = {r}" for i, r in enumerate(results)]
         self._add([f"def {name}({', '.join(g for g, _ in groups)}, out):", *header, *lines, *writes])
+
+    def hoisted(
+        self,
+        name: str,
+        groups: Groups,
+        variables: Sequence[sp.Symbol],
+        functions: Mapping[str, sp.Expr | Sequence[sp.Expr]],
+    ) -> int:
+        """Functions of ``variables`` whose every subexpression free of them is computed once per
+        point of the other ``groups`` (e.g. per quadrature node), not at every call.
+
+        ``name(*groups, out)`` writes those invariants into ``out``; each entry of ``functions``
+        becomes ``f(v, a) -> float`` (a scalar expression) or ``f(v, a, out)`` (a sequence), of the
+        variables ``v`` and the invariants ``a``. Returns the number of invariants."""
+        hoist = _Hoisting(frozenset(variables))
+        reduced = {
+            f: [hoist(e) for e in (exprs if isinstance(exprs, Sequence) else [exprs])] for f, exprs in functions.items()
+        }
+        self.vector(name, groups, list(hoist.invariants) or [sp.Integer(0)])
+        inner = [("v", variables), ("a", list(hoist.invariants.values()))]
+        for f, exprs in reduced.items():
+            if isinstance(functions[f], Sequence):
+                self.vector(f, inner, exprs)
+            else:
+                self.scalar(f, inner, exprs[0])
+        return max(1, len(hoist.invariants))
 
     def template(self, function: Callable, name: str | None = None, parallel: bool = False, **bindings: str) -> None:
         """The source of a :mod:`saddle.kernels` template, renamed to ``name`` and with each
@@ -134,7 +167,72 @@ def _header(groups: Groups) -> tuple[list[str], dict[sp.Symbol, sp.Symbol]]:
 
 
 def _body(exprs: Sequence[sp.Expr], renamed: dict[sp.Symbol, sp.Symbol]) -> tuple[list[str], list[str]]:
-    exprs = [sp.sympify(e).xreplace(renamed) for e in exprs]
-    replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("t_"), optimizations="basic")
-    lines = [f"    {s.name} = {_PRINTER.doprint(e)}" for s, e in replacements]
-    return lines, [_PRINTER.doprint(e) for e in reduced]
+    """The statements computing ``exprs`` (arguments ``renamed`` to their locals) and the results:
+    every distinct exponential first (:func:`_exponentials`), then the common subexpressions."""
+    exprs, exponents = _exponentials([sp.sympify(e).xreplace(renamed) for e in exprs])
+    lines, arguments = _eliminated(list(exponents.values()), "u_")
+    lines += [f"    {s.name} = math.exp({a})" for s, a in zip(exponents, arguments, strict=True)]
+    more, results = _eliminated(exprs, "t_")
+    return lines + more, results
+
+
+def _eliminated(exprs: Sequence[sp.Expr], prefix: str) -> tuple[list[str], list[str]]:
+    """``exprs`` after common-subexpression elimination: the statements of the subexpressions (named
+    ``prefix`` and a number) and the printed reduced expressions."""
+    if not exprs:
+        return [], []
+    replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols(prefix), optimizations="basic")
+    return [f"    {s.name} = {_PRINTER.doprint(e)}" for s, e in replacements], [_PRINTER.doprint(e) for e in reduced]
+
+
+class _Hoisting:
+    """Replaces the maximal subexpressions free of ``variables`` by symbols ``a_k`` (a sum or product
+    with such terms among others gives them one symbol together); ``invariants`` maps each
+    replaced subexpression to its symbol, in the order found."""
+
+    def __init__(self, variables: frozenset[sp.Symbol]) -> None:
+        self.variables = variables
+        self.invariants: dict[sp.Expr, sp.Symbol] = {}
+
+    def __call__(self, expr: sp.Expr) -> sp.Expr:
+        expr = sp.sympify(expr)
+        if not expr.free_symbols & self.variables:
+            return self._symbol(expr)
+        if expr.is_Atom:
+            return expr
+        if expr.is_Add or expr.is_Mul:
+            free = [a for a in expr.args if not a.free_symbols & self.variables]
+            bound = [self(a) for a in expr.args if a.free_symbols & self.variables]
+            if free:
+                bound.append(self._symbol(expr.func(*free)))
+            return expr.func(*bound)
+        return expr.func(*[self(a) for a in expr.args])
+
+    def _symbol(self, expr: sp.Expr) -> sp.Expr:
+        if expr.is_Number:
+            return expr
+        if expr not in self.invariants:
+            self.invariants[expr] = sp.Symbol(f"a_{len(self.invariants)}", real=True)
+        return self.invariants[expr]
+
+
+def _exponentials(exprs: Sequence[sp.Expr]) -> tuple[list[sp.Expr], dict[sp.Symbol, sp.Expr]]:
+    """``exprs`` with every exponential replaced by a symbol ``exp_k`` (``exp(k x)`` for an integer
+    ``k > 1``, also when ``k`` is distributed over a sum, by the power ``exp_j**k`` of the symbol for
+    ``exp(x)``), and each symbol's exponent: every distinct exponential is then computed once."""
+    symbols: dict[sp.Expr, sp.Symbol] = {}
+
+    def symbol(exponent: sp.Expr) -> sp.Symbol:
+        if exponent not in symbols:
+            symbols[exponent] = sp.Symbol(f"exp_{len(symbols)}", real=True)
+        return symbols[exponent]
+
+    replacements: dict[sp.Expr, sp.Expr] = {}
+    for expr in exprs:
+        for atom in expr.atoms(sp.exp):
+            content, primitive = atom.args[0].as_content_primitive()
+            if content.is_Integer and content > 1:
+                replacements[atom] = symbol(primitive) ** content
+            else:
+                replacements[atom] = symbol(atom.args[0])
+    return [e.xreplace(replacements) for e in exprs], {s: exponent for exponent, s in symbols.items()}

@@ -114,10 +114,14 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     without_z = [("n", nodes), ("p", params), ("c", consts)]
 
     source = ModuleSource(k, kernels.TEMPLATE_CONSTANTS)
-    source.scalar("envelope", with_z, system.envelope)
-    source.vector(
-        "derivatives", with_z, [*system.envelope_gradient, *(h for row in system.envelope_hessian for h in row)]
+    hessian = [h for row in system.envelope_hessian for h in row]
+    invariants = source.hoisted(
+        "node_terms",
+        without_z,
+        z,
+        {"envelope": system.envelope, "derivatives": [*system.envelope_gradient, *hessian]},
     )
+    source.constant("INVARIANTS", invariants)
     summary = [system.envelope, system.loss]
     source.vector("envelope_form", with_z, summary + [system.energetic_integrands[s] for s in params])
     source.vector(

@@ -5,7 +5,8 @@ Every start is refined by Newton's method with the Hessian shifted to be positiv
 and an Armijo backtracking line search; the lowest ``M`` over starts is kept per node.
 
 The kernels are written here once, as templates in plain Python over the placeholder names
-below (``K``, ``SIZE``, ``envelope``, ``derivatives``, ``integrand``). For every model,
+below (``K``, ``SIZE``, ``INVARIANTS``, ``node_terms``, ``envelope``, ``derivatives``,
+``integrand``). For every model,
 :mod:`saddle.codegen` copies their source into a generated module next to that model's
 compiled integrands and jits it there, so that numba can cache the machine code on disk.
 The templates are never called themselves (tests/test_replica.py runs the compiled ones).
@@ -27,14 +28,20 @@ TEMPLATE_CONSTANTS = {"_MAX_HALVINGS": _MAX_HALVINGS, "BLOCK": BLOCK}
 # ---------------------------------------------------------------- placeholders, bound per model
 K = 1  # number of prox variables z
 SIZE = 1  # number of integrands of an integral kernel
+INVARIANTS = 1  # number of the envelope's terms that depend on the node only
 
 
-def envelope(z, node, params, consts):  # pragma: no cover - placeholder
-    """``M(z; node)``."""
+def node_terms(node, params, consts, out):  # pragma: no cover - placeholder
+    """The envelope's subexpressions free of ``z`` at ``node``, into ``out`` (``INVARIANTS``)."""
     raise NotImplementedError
 
 
-def derivatives(z, node, params, consts, out):  # pragma: no cover - placeholder
+def envelope(z, a):  # pragma: no cover - placeholder
+    """``M(z; node)``, given the node's terms ``a`` (:func:`node_terms`)."""
+    raise NotImplementedError
+
+
+def derivatives(z, a, out):  # pragma: no cover - placeholder
     """Gradient (``K``) and then Hessian (``K*K``, row-major) of ``M`` in ``z``, into ``out``."""
     raise NotImplementedError
 
@@ -91,11 +98,12 @@ def _newton_direction(gh, k, step):  # pragma: no cover - compiled
 
 
 # ---------------------------------------------------------------- the prox
-def refine(z, node, params, consts, tol, maxit, gh, gh_trial, trial, step):  # pragma: no cover - compiled
-    """Newton from ``z`` (updated in place) at one node: ``(M, max |grad M|)`` at the end. ``gh``,
-    ``gh_trial`` (``K + K*K``), ``trial`` and ``step`` (``K``) are work buffers."""
-    value = envelope(z, node, params, consts)
-    derivatives(z, node, params, consts, gh)
+def refine(z, a, tol, maxit, gh, gh_trial, trial, step):  # pragma: no cover - compiled
+    """Newton from ``z`` (updated in place) at the node whose terms are ``a`` (:func:`node_terms`):
+    ``(M, max |grad M|)`` at the end. ``gh``, ``gh_trial`` (``K + K*K``), ``trial`` and ``step``
+    (``K``) are work buffers."""
+    value = envelope(z, a)
+    derivatives(z, a, gh)
     for _ in range(maxit if np.isfinite(value) else 0):
         gmax = _max_abs(gh, K)
         if not gmax > tol:
@@ -119,7 +127,7 @@ def refine(z, node, params, consts, tol, maxit, gh, gh_trial, trial, step):  # p
         for _ in range(_MAX_HALVINGS):
             for j in range(K):
                 trial[j] = z[j] + t * step[j]
-            tv = envelope(trial, node, params, consts)
+            tv = envelope(trial, a)
             if tv < value + 1e-4 * t * slope:
                 accepted = True
                 break
@@ -130,19 +138,19 @@ def refine(z, node, params, consts, tol, maxit, gh, gh_trial, trial, step):  # p
             # halves the gradient (the quadratic-convergence regime), and stop otherwise
             for j in range(K):
                 trial[j] = z[j] + step[j]
-            derivatives(trial, node, params, consts, gh_trial)
+            derivatives(trial, a, gh_trial)
             if not _max_abs(gh_trial, K) < 0.5 * gmax:
                 break
             for j in range(K):
                 z[j] = trial[j]
-            value = envelope(trial, node, params, consts)
+            value = envelope(trial, a)
             for j in range(K + K * K):
                 gh[j] = gh_trial[j]
             continue
         for j in range(K):
             z[j] = trial[j]
         value = tv
-        derivatives(z, node, params, consts, gh)
+        derivatives(z, a, gh)
     return value, _max_abs(gh, K)
 
 
@@ -158,6 +166,7 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
     n_blocks = (n + BLOCK - 1) // BLOCK
     for b in numba.prange(n_blocks):
         node = np.empty(dimension)
+        a = np.empty(INVARIANTS)
         z = np.empty(K)
         gh = np.empty(K + K * K)
         gh_trial = np.empty(K + K * K)
@@ -166,11 +175,12 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
             for j in range(dimension):
                 node[j] = nodes[j, i]
+            node_terms(node, params, consts, a)
             best = np.inf
             for s in range(n_starts):
                 for j in range(K):
                     z[j] = starts[s, j, i]
-                value, gmax = refine(z, node, params, consts, tol, maxit, gh, gh_trial, trial, step)
+                value, gmax = refine(z, a, tol, maxit, gh, gh_trial, trial, step)
                 if value < best:
                     best = value
                     for j in range(K):
@@ -182,24 +192,39 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
 
 # ---------------------------------------------------------------- weighted sums over nodes
 def integral_kernel_z(z, nodes, weights, params, consts):  # pragma: no cover - compiled
-    """``sum_i w_i integrand(z_i, n_i)`` -> ``(SIZE,)``."""
-    n = nodes.shape[1]
-    partial = np.zeros((n, SIZE))
-    for i in numba.prange(n):
+    """``sum_i w_i integrand(z_i, n_i)`` -> ``(SIZE,)``, summed per block of ``BLOCK`` nodes."""
+    dimension, n = nodes.shape
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    partial = np.zeros((n_blocks, SIZE))
+    for b in numba.prange(n_blocks):
+        node = np.empty(dimension)
+        zi = np.empty(K)
         out = np.empty(SIZE)
-        integrand(z[:, i].copy(), nodes[:, i].copy(), params, consts, out)
-        partial[i] = weights[i] * out
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            for j in range(dimension):
+                node[j] = nodes[j, i]
+            for j in range(K):
+                zi[j] = z[j, i]
+            integrand(zi, node, params, consts, out)
+            for j in range(SIZE):
+                partial[b, j] += weights[i] * out[j]
     return partial.sum(axis=0)
 
 
 def integral_kernel(nodes, weights, params, consts):  # pragma: no cover - compiled
-    """``sum_i w_i integrand(n_i)`` -> ``(SIZE,)`` (an integrand without the prox)."""
-    n = nodes.shape[1]
-    partial = np.zeros((n, SIZE))
-    for i in numba.prange(n):
+    """``sum_i w_i integrand(n_i)`` -> ``(SIZE,)`` (an integrand without the prox), summed per block."""
+    dimension, n = nodes.shape
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    partial = np.zeros((n_blocks, SIZE))
+    for b in numba.prange(n_blocks):
+        node = np.empty(dimension)
         out = np.empty(SIZE)
-        integrand(nodes[:, i].copy(), params, consts, out)
-        partial[i] = weights[i] * out
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            for j in range(dimension):
+                node[j] = nodes[j, i]
+            integrand(node, params, consts, out)
+            for j in range(SIZE):
+                partial[b, j] += weights[i] * out[j]
     return partial.sum(axis=0)
 
 

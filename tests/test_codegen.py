@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,40 @@ def test_a_cache_path_that_cannot_be_a_directory_falls_back_to_a_private_one(tmp
     module = _source(3 * x + y).load()
     assert module.f(np.array([1.0, 1.0])) == 4.0
     assert Path(module.__file__).parent != blocked and Path(module.__file__).exists()
+
+
+def test_hoisted_functions_equal_their_expressions_with_the_node_terms_computed_apart(tmp_path, monkeypatch):
+    """``hoisted`` splits an envelope-like function of ``z`` into terms of the node alone (computed
+    once per node) and the rest; together they give the expression, and its derivatives, exactly."""
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    z0, z1, n, p = sp.symbols("z0 z1 n p", real=True)
+    teacher = 1 / (1 + sp.exp(-n * p))  # free of z: a node term
+    value = (z0 - n) ** 2 / (2 * p) + (teacher - 1 / (1 + sp.exp(z0 * z1))) ** 2 + sp.exp(2 * z0 * z1 - 2 * n)
+    gradient = [sp.diff(value, v) for v in (z0, z1)]
+    source = ModuleSource(prox_dimension=2, constants={})
+    count = source.hoisted("terms", [("n", [n]), ("p", [p])], [z0, z1], {"value": value, "gradient": gradient})
+    module = source.load()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        z, node, param = rng.normal(size=2), rng.normal(size=1), rng.uniform(0.5, 2.0, size=1)
+        terms = np.empty(count)
+        module.terms(node, param, terms)
+        at = {z0: z[0], z1: z[1], n: node[0], p: param[0]}
+        assert module.value(z, terms) == pytest.approx(float(value.subs(at)), rel=1e-13)
+        out = np.empty(2)
+        module.gradient(z, terms, out)
+        np.testing.assert_allclose(out, [float(g.subs(at)) for g in gradient], rtol=1e-12)
+    body = source.text.split("def value(", 1)[1].split("@numba", 1)[0]
+    assert not re.search(r"\b[np]_0\b", body)  # the node and the parameters enter through the terms
+
+
+def test_an_exponential_and_its_integer_multiples_are_computed_once(tmp_path, monkeypatch):
+    """``exp(x)``, ``exp(2 x)`` and ``exp(3 x + 3 y)`` cost two exponentials: ``exp(x)``, ``exp(x + y)``."""
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    x, y = sp.symbols("x y", real=True)
+    expr = sp.exp(x) + sp.exp(2 * x) / (1 + sp.exp(3 * x + 3 * y))
+    source = ModuleSource(prox_dimension=1, constants={})
+    source.scalar("f", [("a", [x, y])], expr)
+    assert source.text.count("math.exp") == 2
+    module = source.load()
+    assert module.f(np.array([0.3, -0.7])) == pytest.approx(float(expr.subs({x: 0.3, y: -0.7})), rel=1e-14)
