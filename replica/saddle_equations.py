@@ -122,6 +122,22 @@ class ReplicaSystem:
         return {c: values[c.name] for c in self.constants}
 
     @cached_property
+    def coupling(self) -> sp.Matrix:
+        """``d^2 Phi / dX dXhat'`` over the entries (rows: order parameters, columns: conjugates):
+        the trace term is bilinear in (parameter, conjugate), so this matrix is constant (THEORY.md
+        sec. 3). With :attr:`entropic_hessian` and the Hessian of ``alpha Psi_out`` it makes the
+        Hessian of ``Phi`` in all its variables, from which the curvature of the training loss at
+        fixed overlaps follows by elimination (:func:`attnphase.saddle.landscape.stability`)."""
+        params, conjugates = self.parameters.symbols, self.parameters.conjugates
+        return sp.Matrix([[sp.diff(self.trace_terms, x, xhat) for xhat in conjugates] for x in params])
+
+    @cached_property
+    def entropic_hessian(self) -> sp.Matrix:
+        """``d^2 Psi_w / dXhat dXhat'`` over the conjugates: the Hessian of ``Phi`` in the conjugates
+        (the trace term is linear in each), in closed form."""
+        return sp.hessian(self.entropic_potential, self.parameters.conjugates)
+
+    @cached_property
     def _document(self) -> EquationsDocument:
         return build_document(self)
 

@@ -184,14 +184,17 @@ class ArclengthPath:
 
     def step(self, ds: float, longest: float) -> tuple[np.ndarray, FixedPoint, float, str]:
         """One accepted step from a first length ``ds``, halved (up to ``MAX_ARC_HALVINGS`` times)
-        while the point leaves the branch or the path turns by more than ``MIN_COSINE`` allows: the
+        while the point leaves the branch or the path turns by more than ``MIN_COSINE`` allows (unless
+        it crosses a more symmetric branch, :meth:`flipped`): the
         state, its point, the next step's length (grown by ``STEP_GROWTH`` up to ``longest``) and
         an empty status; or, if every length failed, the last attempt and the reason it failed."""
         status = ""
         for _halving in range(MAX_ARC_HALVINGS + 1):
             state, point = self.advance(ds)
             if self.solver.on_branch(point, self.branch):
-                if self.cosine(state) >= MIN_COSINE:
+                # through the more symmetric branch (a pitchfork) the path may turn sharply: the
+                # crossing is what the caller looks for, so it is accepted whatever the angle
+                if self.cosine(state) >= MIN_COSINE or self.flipped(state)[0]:
                     return state, point, min(STEP_GROWTH * ds, longest), ""
                 status = f"residual: the path turns by more than {np.degrees(np.arccos(MIN_COSINE)):.0f} degrees"
             else:

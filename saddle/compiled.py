@@ -47,7 +47,9 @@ class CompiledSystem:
       ``E[M s_X + partial_X M]`` (Gaussian integration-by-parts form of the same derivatives);
     * ``test_error(nodes, weights, params, consts) -> (1,)``;
     * ``conjugates(alpha, expectations, consts)``, ``orders(conj, consts)``: the updates;
-      ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``.
+      ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``;
+    * ``coupling (P, P)``: ``d^2 Phi / dX dXhat'`` (constant); ``entropic_hessian(conj, consts)
+      -> (P, P)``: ``d^2 Psi_w / dXhat dXhat'``.
     """
 
     system: ReplicaSystem
@@ -62,6 +64,8 @@ class CompiledSystem:
     trace: Callable[..., np.ndarray]
     regulariser: Callable[..., np.ndarray]
     gradient: Callable[..., np.ndarray]
+    coupling: np.ndarray
+    entropic_hessian: Callable[..., np.ndarray]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -146,6 +150,9 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
         return flat.reshape((len(system.prox_starts), k) + flat.shape[1:])
 
     scalar = lambda args, exprs: (lambda f: lambda *a: f(*a)[0])(_lambdify_vector(args, exprs))  # noqa: E731
+    entropic_hessian = _lambdify_vector([conj, consts], list(system.entropic_hessian))
+    coupling = np.array(system.coupling.tolist(), dtype=float)
+    coupling.setflags(write=False)
 
     return CompiledSystem(
         system=system,
@@ -164,4 +171,6 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
         gradient=_lambdify_vector(
             [[system.alpha], expectations, params, conj, consts], [system.free_entropy_gradient[s] for s in params]
         ),
+        coupling=coupling,
+        entropic_hessian=lambda *values: entropic_hessian(*values).reshape(n_params, n_params),
     )

@@ -8,7 +8,10 @@ the loss landscape in the overlap plane; its gradient ``-dPhi/dX`` comes with ev
 stationary points are the fixed points of the full system.
 
 A fixed point is stable when the Hessian of ``eps`` in all overlap entries is positive definite
-there (:func:`stability`): a local minimum of the training loss. ``eps`` is even in every overlap
+there (:func:`stability`): a local minimum of the training loss. The Hessian is found by elimination
+from the Hessian of ``Phi`` (:func:`stability_by_elimination`: a few evaluations of the map at one
+point) or, independently, from the gradients of constrained points around it
+(:func:`stability_by_constraints`: a constrained solve per direction). ``eps`` is even in every overlap
 family a branch holds at zero (the symmetry that flips the family), so the Hessian has no block
 between such a family and the others; a negative curvature in that family means weights with lower
 training loss off the branch, and where it changes sign along a branch a branch with that family
@@ -38,6 +41,13 @@ from attnphase.saddle.validation import check_alpha
 #: a step of 5e-2 puts the agnostic point's sign change 6e-3 above where the semantic branch's theta
 #: extrapolates to zero, 1e-2 within the 5e-3 that tests/test_landscape.py allows.
 HESSIAN_STEP = 1e-2
+#: Relative step of the differences of ``E[dM/dX]`` in the order parameters that are not overlaps
+#: (``q``, ``V``: :func:`stability_by_elimination`). ``E[dM/dX]`` has a kink wherever the prox of a
+#: node changes basin, so a difference must span many of them: near the fold of the positional
+#: branch at omega = 0.2 (alpha = 1.74, default rule) the curvature in m moves by 4e-3 between
+#: relative steps of 1e-2 and 5e-2 and by 2e-4 beyond; at regular points every step from 1e-2 to 1e-1
+#: gives the curvatures of :func:`stability_by_constraints` to 1e-4 (docs/validation.md).
+SMOOTHING_STEP = 5e-2
 #: Largest residual of a constrained point a Hessian column is read from. Off the symmetric subspaces
 #: the map is not smooth below about 1e-6 (the prox changes basin at some nodes), and a residual r
 #: moves the curvature by about r / delta.
@@ -243,6 +253,71 @@ class Stability:
 
 def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
     """The Hessian of ``eps`` in every overlap entry at the fixed point ``point`` (THEORY.md sec. 3):
+    by elimination from the Hessian of ``Phi`` (:func:`stability_by_elimination`), or, at a vanishing
+    student (:meth:`SaddlePointSolver.vanishes`), where ``Psi_out`` cannot be differenced in ``q``
+    (``q >= 0``), from the gradients of constrained points (:func:`stability_by_constraints`)."""
+    if solver.vanishes(point.values):
+        return stability_by_constraints(solver, point, step)
+    return stability_by_elimination(solver, point, step)
+
+
+def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
+    """The Hessian of ``eps`` in the overlap entries ``X`` at the fixed point ``point``, from the
+    Hessian ``H`` of ``Phi(x, xhat) = trace(x, xhat) + Psi_w(xhat) + alpha Psi_out(x)`` in all its
+    variables (THEORY.md sec. 3): ``eps(X) = -Phi`` made stationary in the other variables ``Y`` (every
+    other order parameter and every conjugate), so ``d^2 eps / dX^2 = -(H_XX - H_XY H_YY^-1 H_YX)``.
+    The blocks: ``d^2 trace / dx dxhat`` is constant and ``Psi_w''`` closed form
+    (:attr:`~attnphase.replica.saddle_equations.ReplicaSystem.coupling`, ``entropic_hessian``);
+    ``Psi_out'' = -d E[dM/dX] / dx`` is the one numerical block, by central differences of the
+    expectations of an evaluation of the map, each entry moved by ``step`` times its Cauchy-Schwarz
+    bound (an overlap) or ``SMOOTHING_STEP`` times its magnitude (``q``, ``V``). In a family that is zero at the point,
+    ``Psi_out`` is even: the difference is one-sided (``E[dM/dX](delta) / delta`` within the family, the
+    expectation vanishing at zero) and the family has no mixed derivative with any other; both are
+    exact to order ``delta^2``. The evaluations start the prox from the point's own (one evaluation
+    with every start there), and a move that leaves the point's zero pattern uses every start."""
+    system, compiled = solver.compiled.system, solver.compiled
+    x, alpha = point.values, point.alpha
+    families = np.array(solver.families)
+    overlaps = np.flatnonzero(np.isin(families, system.overlap_families))
+    held = [f for f in system.overlap_families if np.all(x[families == f] == 0)]
+    in_held = np.isin(families, held)
+    deltas = SMOOTHING_STEP * np.abs(x)
+    deltas[overlaps] = step * _bounds(solver, x, overlaps, tuple(families[overlaps]))
+    deltas = np.where(deltas > 0, deltas, step)
+    with np.errstate(all="ignore"):
+        evaluations = [solver.evaluate(x, alpha, thorough=True)]  # the warm prox start of the others
+        second = np.zeros((x.size, x.size))
+        for j, delta in enumerate(deltas):
+            moved = np.eye(x.size)[j] * delta
+            if in_held[j]:
+                evaluations.append(solver.evaluate(x + moved, alpha, thorough=True))
+                second[:, j] = np.where(families == families[j], evaluations[-1].expectations / delta, 0.0)
+                continue
+            evaluations += [solver.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]
+            second[:, j] = (evaluations[-2].expectations - evaluations[-1].expectations) / (2 * delta)
+            second[in_held, j] = 0.0  # eps is even in a held family: no mixed derivative
+        coupling = compiled.coupling
+        phi = np.block(
+            [
+                [-alpha * (second + second.T) / 2, coupling],
+                [coupling.T, compiled.entropic_hessian(point.conjugates, solver.consts)],
+            ]
+        )
+        others = np.setdiff1d(np.arange(phi.shape[0]), overlaps)
+        eliminated = phi[np.ix_(overlaps, others)] @ np.linalg.solve(
+            phi[np.ix_(others, others)], phi[np.ix_(others, overlaps)]
+        )
+        hessian = -(phi[np.ix_(overlaps, overlaps)] - eliminated)
+    hessian[np.ix_(in_held[overlaps], ~in_held[overlaps])] = 0.0
+    hessian[np.ix_(~in_held[overlaps], in_held[overlaps])] = 0.0
+    converged = all(ev.prox_unconverged_weight <= solver.settings.prox_tolerance for ev in evaluations)
+    converged &= bool(np.all(np.isfinite(hessian)))
+    names = tuple(solver.names[i] for i in overlaps)
+    return Stability(names, tuple(families[overlaps]), (hessian + hessian.T) / 2, converged)
+
+
+def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
+    """The Hessian of ``eps`` in every overlap entry at the fixed point ``point`` (THEORY.md sec. 3):
     every overlap entry held at its value, each moved in turn by ``delta``, ``step`` times its
     Cauchy-Schwarz bound, and the column read off the gradients at the moved points. In a family that
     is zero at the point ``eps`` is even, and the column is ``gradient(delta) / delta`` (the gradient
@@ -251,7 +326,7 @@ def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIA
     gradient, so their ``E[M*]`` is not corrected for kinks. Around a vanishing student
     (:meth:`SaddlePointSolver.vanishes`) they have ``q`` of order ``delta^2``, where the score form's
     error grows as ``1/q``; they are solved in the envelope form, continuous there (the prox stays
-    near ``z = 0``)."""
+    near ``z = 0``). An independent route to :func:`stability_by_elimination` (tests/test_landscape.py)."""
     if solver.vanishes(point.values):
         solver = solver.in_form("envelope")
     system = solver.compiled.system
