@@ -229,7 +229,7 @@ def _exponentials(exprs: Sequence[sp.Expr]) -> tuple[list[sp.Expr], dict[sp.Symb
 
     replacements: dict[sp.Expr, sp.Expr] = {}
     for expr in exprs:
-        for atom in expr.atoms(sp.exp):
+        for atom in sp.ordered(expr.atoms(sp.exp)):  # a set: ordered, so the source is the same in every process
             content, primitive = atom.args[0].as_content_primitive()
             if content.is_Integer and content > 1:
                 replacements[atom] = symbol(primitive) ** content

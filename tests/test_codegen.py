@@ -124,3 +124,24 @@ def test_an_exponential_and_its_integer_multiples_are_computed_once(tmp_path, mo
     assert source.text.count("math.exp") == 2
     module = source.load()
     assert module.f(np.array([0.3, -0.7])) == pytest.approx(float(expr.subs({x: 0.3, y: -0.7})), rel=1e-14)
+
+
+SOURCE_NAME = """
+import json, sys
+from attnphase.replica.declaration import paper_model
+from attnphase.replica.saddle_equations import derive
+from attnphase.saddle.compiled import compile_system
+compile_system(derive(paper_model()))
+print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith("attnphase_kernels_"))}))
+"""
+
+
+def test_the_generated_source_is_the_same_in_every_process(tmp_path):
+    """Sets of sympy objects iterate in an order that depends on the process's hash seed: the
+    generated source must not (else two processes compute with different roundings, and a resumed
+    scan differs from an uninterrupted one in the last digits)."""
+    modules = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}
+        modules.append(_run(SOURCE_NAME, env)["modules"])
+    assert modules[0] == modules[1] and len(modules[0]) == 1
