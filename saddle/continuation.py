@@ -3,8 +3,9 @@
 A branch (an invariant subspace, :mod:`saddle.branches`) is searched for at several anchor alphas
 (:meth:`SaddlePointSolver.anchor`): first the largest, the smallest and the middle alpha of the grid,
 then the middle of every stretch of the grid that no piece of the branch covers yet, up to
-``max_anchors`` anchors in all, and one more for every end of a piece inside the grid (up to
-``EXTRA_ANCHORS`` more: where a piece was lost, the branch may go on elsewhere). Every anchor that
+``max_anchors`` anchors in all, and one more for every end of a piece inside the grid where the
+branch was lost (up to ``EXTRA_ANCHORS`` more: it may go on elsewhere): every end but the merger of a
+piece of ``TRUSTED_MERGE`` points or more into a more symmetric branch (a pitchfork). Every anchor that
 lands on the branch (converged, and labelled with the branch's name) is continued both ways until it
 meets a stretch already covered (the pieces join) or the branch ends; so a branch that exists on only
 part of the range is found on that part, wherever it lies.
@@ -44,6 +45,12 @@ MAX_RELATIVE_STEP = 0.5  # |delta alpha| / alpha of one continuation step
 MAX_ANCHORS = 3
 #: More anchors where a branch was lost: one for every end of a piece inside the grid, up to this many.
 EXTRA_ANCHORS = 2
+#: A piece of at least this many points that merges into a more symmetric branch ends there: the
+#: step that merged started from a quadratic extrapolation of the piece and was halved, so the
+#: merger is a pitchfork, not a lost branch, and earns no extra anchor. (From a shorter piece the
+#: step starts from its last point alone and may fall onto the symmetric point while the branch goes
+#: on: at omega = 0.1 the positional branch from its point at alpha = 0.1, where m = 0.036.)
+TRUSTED_MERGE = 3
 MERGED, FAILED, FOLD = "merged", "failed", "fold"
 #: Sheets followed past folds from one anchor (each fold adds one).
 MAX_SHEETS = 3
@@ -310,7 +317,9 @@ def trace_branch(
                 if point.converged:
                     covered[point.alpha] = point
             ends.extend(piece_ends)
-            # where a piece ends inside the grid the branch may go on elsewhere: anchor once more
-            budget = min(budget + len(piece_ends), max_anchors + EXTRA_ANCHORS)
+            # where a piece was lost inside the grid the branch may go on elsewhere: anchor once more
+            on_piece = 1 + sum(1 for p in found if p.sheet == 0 and p.converged)
+            lost = [e for e in piece_ends if not (e.kind == MERGED and on_piece >= TRUSTED_MERGE)]
+            budget = min(budget + len(lost), max_anchors + EXTRA_ANCHORS)
     every = sorted([*points.values(), *others], key=lambda p: (p.sheet, p.alpha))
     return BranchTrace(branch.name, tuple(every), tuple(ends), tuple(anchors))
