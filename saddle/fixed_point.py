@@ -9,9 +9,10 @@ residual ``max |F(x) - x| / (1 + |x|)`` over the branch's free order parameters,
 symmetry defect ``max |F(x)|`` over those the branch holds at zero (zero up to rounding for a
 sign-symmetric rule such as Gauss-Hermite: the subspace is invariant; of the order of the
 quadrature error for a randomised rule), whether it converged, and how many evaluations of
-``F`` it took. The root is sought with the two prox starts ``+-omega`` and verified with all
-of them (:meth:`SaddlePointSolver.prox`); if the extra starts find lower minima, the search
-is repeated with all of them.
+``F`` it took. The root is sought with the quick prox starts (``+-omega`` and the last prox with
+all starts) and verified with all of them (:meth:`SaddlePointSolver.prox`); if the extra starts
+find lower minima at a root of the quick map, the quick search is repeated from there (its warm
+start now the verification's prox), and if that fails too, the search is repeated with all starts.
 """
 
 from __future__ import annotations
@@ -724,15 +725,19 @@ class SaddlePointSolver:
         if self.vanishes(start):  # W = 0 stays W = 0 (an invariant set of F): only the responses are free
             free &= self._responses
         start[~free] = 0.0
-        # iterate with the two deterministic prox starts; verify with all of them, and
-        # iterate again with all of them if the extra starts found lower minima
-        evaluations = 0
-        for thorough in (False, True):
-            x, jacobian, used = self._find_root(alpha, free, start, jacobian, thorough)
+        # iterate with the quick prox starts; verify with all of them. If the extra starts found
+        # lower minima at a root of the quick map, iterate quickly again, now warm-started from the
+        # prox with all starts at that root (the verification's), and only then with all starts
+        evaluations, passes = 0, ["quick", "thorough"]
+        while passes:
+            kind = passes.pop(0)
+            x, jacobian, used, settled = self._find_root(alpha, free, start, jacobian, kind == "thorough")
             evaluations += used
             point = self.observe(x, alpha, branch, evaluations)
-            if point.converged or thorough:
+            if point.converged or kind == "thorough":
                 break
+            if kind == "quick" and settled and self.settings.prox.warm_start:
+                passes.insert(0, "refreshed")
             start = x
         if not point.converged and self._nearly_vanishes(point.values):
             # q runs to the edge of its domain: F vanishes linearly in q there, and the root is W = 0
@@ -758,7 +763,8 @@ class SaddlePointSolver:
         x, jac_out = self.root(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
-        return full, jac_out, len(evaluate)
+        settled = bool(np.abs(residual(x)).max() <= self.settings.tolerance)
+        return full, jac_out, len(evaluate), settled
 
     def root(self, residual, x0: np.ndarray, jacobian: np.ndarray | None = None):
         """A root of ``residual`` from ``x0`` by the settings' ``method`` (Broyden from ``jacobian``
