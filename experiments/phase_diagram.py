@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -283,7 +284,15 @@ def phase_diagram(
                 for model, name in zip(models, names, strict=True)
             )
             units: list[UnitTables] = []
-            with _dask_backend(scheduler), progress_bar(len(models), "parameter points", "scan", progress) as bar:
+            with (
+                _dask_backend(scheduler),
+                progress_bar(len(models), "parameter points", "scan", progress) as bar,
+                warnings.catch_warnings(),
+            ):
+                # loky replaces a worker whose memory grew by 300 MB over its tasks (the derived
+                # equations of every declaration it has scanned are cached) and says so; the units
+                # it had been given are run by the new worker, so nothing is lost
+                warnings.filterwarnings("ignore", "A worker stopped while some jobs were given", UserWarning)
                 parallel = joblib.Parallel(n_jobs=jobs, return_as="generator")
                 for unit in parallel(tasks):
                     units.append(unit)
