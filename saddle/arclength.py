@@ -14,6 +14,10 @@ per order parameter, 1 for alpha). The fold is passed when the secant's alpha co
 sign; its alpha is the extremum of the parabola through the last three points in ``s``. Beyond it
 the branch runs back in alpha (the other *sheet*, with one more unstable direction), and the first
 points it reaches on the grid are solved exactly at those alphas, to be continued in alpha again.
+The path merges into a more symmetric branch (a pitchfork) where an overlap family it holds free
+changes sign or vanishes: either a step crosses zero, or a step and its halving both converge onto
+the symmetric branch; the merger's alpha is where the family's square, linear in alpha at a
+pitchfork, vanishes.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import FixedPoint, MemoisedMap, SaddlePointSolver
+from attnphase.saddle.fixed_point import NEGLIGIBLE_OVERLAP, FixedPoint, MemoisedMap, SaddlePointSolver
 
 #: Arclength steps tried past a failed continuation step before giving up.
 MAX_ARC_STEPS = 40
@@ -188,7 +192,7 @@ class ArclengthPath:
         it crosses a more symmetric branch, :meth:`flipped`): the
         state, its point, the next step's length (grown by ``STEP_GROWTH`` up to ``longest``) and
         an empty status; or, if every length failed, the last attempt and the reason it failed."""
-        status = ""
+        status, symmetric = "", 0
         for _halving in range(MAX_ARC_HALVINGS + 1):
             state, point = self.advance(ds)
             if self.solver.on_branch(point, self.branch):
@@ -197,23 +201,49 @@ class ArclengthPath:
                 if self.cosine(state) >= MIN_COSINE or self.flipped(state)[0]:
                     return state, point, min(STEP_GROWTH * ds, longest), ""
                 status = f"residual: the path turns by more than {np.degrees(np.arccos(MIN_COSINE)):.0f} degrees"
+            elif self._more_symmetric(point):
+                # converged onto the branch the path is heading into: from a halved step too, it has
+                # reached it (a pitchfork, where the family vanishes); the caller records the merger
+                symmetric += 1
+                if symmetric == 2:
+                    return state, point, ds, ""
+                status = point.status
             else:
                 status = point.status
             ds /= 2
         return state, point, ds, status
 
+    def _more_symmetric(self, point: FixedPoint) -> bool:
+        """``point`` converged onto a more symmetric branch than the path's: some overlap family the
+        path's branch leaves free vanishes there, and no other family is non-zero."""
+        free = set(self.solver.seeded_families(self.branch))
+        return point.converged and set(self.solver.nonzero_families(point.values)) < free
+
     def flipped(self, state: np.ndarray) -> tuple[tuple[str, ...], float]:
-        """The overlap families whose leading entry changes sign between the last point and ``state``,
-        and the alpha where the first of them crosses zero (linear interpolation; NaN if none does)."""
+        """The overlap families whose leading entry changes sign between the last point and ``state``
+        or vanishes at ``state`` (below ``NEGLIGIBLE_OVERLAP`` of its bound), and the alpha where the
+        first of them crosses zero (linear interpolation; NaN if none does)."""
         before, after = self.full(self.points[-1]), self.full(state)
         bound = self.solver.overlap_bounds(before)
-        flips = np.flatnonzero((bound != 0) & (np.sign(before) * np.sign(after) < 0))
+        negligible = NEGLIGIBLE_OVERLAP * bound
+        reached = (np.abs(after) <= negligible) & (np.abs(before) > negligible)  # onto the symmetric branch
+        flips = np.flatnonzero((bound != 0) & ((np.sign(before) * np.sign(after) < 0) | reached))
         if flips.size == 0:
             return (), float("nan")
         i = flips[0]
+        families = tuple(dict.fromkeys(self.solver.families[j] for j in flips))
+        if reached[i] and len(self.points) >= 2:
+            # onto the symmetric branch at a pitchfork, where the square of the family's entry is
+            # linear in alpha: its zero from the last two points, within the step
+            earlier = self.full(self.points[-2])
+            (a0, s0), (a1, s1) = (self.points[-2][-1], earlier[i] ** 2), (self.points[-1][-1], before[i] ** 2)
+            if s0 != s1:
+                at = a1 + s1 * (a1 - a0) / (s0 - s1)
+                low, high = sorted((float(a1), float(state[-1])))
+                return families, float(min(max(at, low), high))
         w = before[i] / (before[i] - after[i])
         at = float(self.points[-1][-1] + w * (state[-1] - self.points[-1][-1]))
-        return tuple(dict.fromkeys(self.solver.families[j] for j in flips)), at
+        return families, at
 
     def turned(self, extreme: int, direction: int, wiggle: float) -> bool:
         """The path has come back from its extreme point (index ``extreme``) by more than ``wiggle``."""

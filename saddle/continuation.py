@@ -172,7 +172,8 @@ def _sweep(
                         return found, []
                     remaining = remaining[remaining.index(point.alpha) + 1 :]
             elif passage.merged:
-                return found, [BranchEnd(history[-1].alpha, direction, MERGED, target, passage.merged, sheet)]
+                at = passage.merged_at if np.isfinite(passage.merged_at) else target
+                return found, [BranchEnd(history[-1].alpha, direction, MERGED, at, passage.merged, sheet)]
         if not solver.on_branch(point, branch):
             if point.converged:
                 return found, [BranchEnd(history[-1].alpha, direction, MERGED, point.alpha, point.branch, sheet)]

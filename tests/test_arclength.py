@@ -147,3 +147,28 @@ def test_a_passage_that_reaches_only_a_later_grid_alpha_goes_on_from_there(monke
     trace = trace_branch(small, branch, [1.5, 1.6, 1.7, 1.8, 1.9], max_anchors=1)
     assert [p.alpha for p in trace.points] == [1.5, 1.6, 1.8, 1.9]
     assert all(p.converged and p.branch == "semantic" for p in trace.points)
+
+
+def test_the_mixed_branch_merges_into_the_positional_one_where_its_theta_curvature_changes_sign(solver):
+    """Continued up in alpha at omega = 0.2, the mixed branch (found by a ray from the positional
+    point) runs into the positional branch at a pitchfork, theta vanishing: the arclength path stops
+    there as a merger (not after its steps run out), at the alpha where the square of theta, linear
+    in alpha near a pitchfork, vanishes; and the positional point's curvature in theta (the Hessian:
+    another route) changes sign there."""
+    from attnphase.saddle.switching import along_ray
+
+    mixed, positional = solver.branch("mixed"), solver.branch("positional")
+
+    def ray(alpha: float) -> FixedPoint:
+        return along_ray(solver, solver.anchor(alpha, positional), "theta", mixed) or solver.anchor(alpha, mixed)
+
+    trace = trace_branch(solver.renewed(), mixed, [1.46, 1.54, 1.62, 1.7], anchor=ray)
+    assert {1.46, 1.54, 1.62} <= {p.alpha for p in trace.converged() if p.branch == "mixed"}
+    (merge,) = [e for e in trace.ends if e.direction == 1]
+    assert merge.kind == MERGED and merge.detail == "positional" and 1.62 < merge.at < 1.7
+    base, signs = solver.anchor(1.62, positional), []
+    for alpha in (merge.at - 0.03, merge.at + 0.03):  # solved from the positional point at 1.62
+        point = assess(solver.renewed(), solver.solve(alpha, positional, initial=base.values)[0])
+        assert point.branch == "positional" and point.stable is not None
+        signs.append(np.sign(point.curvature["theta"]))
+    assert signs == [1, -1]
