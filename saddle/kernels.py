@@ -63,6 +63,12 @@ def _max_abs(a, k):  # pragma: no cover - compiled
     return largest
 
 
+def _column(array, i, out):  # pragma: no cover - compiled
+    """Column ``i`` of the 2-d ``array`` into ``out``."""
+    for j in range(out.size):
+        out[j] = array[j, i]
+
+
 def _dot(a, b, k):  # pragma: no cover - compiled
     """``sum_j a_j b_j`` over the first ``k`` entries."""
     total = 0.0
@@ -173,8 +179,7 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
         trial = np.empty(K)
         step = np.empty(K)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
-            for j in range(dimension):
-                node[j] = nodes[j, i]
+            _column(nodes, i, node)
             node_terms(node, params, consts, a)
             best = np.inf
             for s in range(n_starts):
@@ -201,10 +206,8 @@ def integral_kernel_z(z, nodes, weights, params, consts):  # pragma: no cover - 
         zi = np.empty(K)
         out = np.empty(SIZE)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
-            for j in range(dimension):
-                node[j] = nodes[j, i]
-            for j in range(K):
-                zi[j] = z[j, i]
+            _column(nodes, i, node)
+            _column(z, i, zi)
             integrand(zi, node, params, consts, out)
             for j in range(SIZE):
                 partial[b, j] += weights[i] * out[j]
@@ -220,8 +223,7 @@ def integral_kernel(nodes, weights, params, consts):  # pragma: no cover - compi
         node = np.empty(dimension)
         out = np.empty(SIZE)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
-            for j in range(dimension):
-                node[j] = nodes[j, i]
+            _column(nodes, i, node)
             integrand(node, params, consts, out)
             for j in range(SIZE):
                 partial[b, j] += weights[i] * out[j]
@@ -229,4 +231,4 @@ def integral_kernel(nodes, weights, params, consts):  # pragma: no cover - compi
 
 
 #: Templates every generated module holds, in dependency order: the helpers, then the prox.
-PROX_TEMPLATES = (_max_abs, _dot, _newton_direction, refine, prox_kernel)
+PROX_TEMPLATES = (_max_abs, _column, _dot, _newton_direction, refine, prox_kernel)

@@ -56,21 +56,22 @@ def setting(request):
     return alphas, points, runs.assign(m=runs["m"].abs(), theta=runs["theta"].abs())
 
 
-def test_from_near_an_unstable_agnostic_point_training_leaves_it(setting):
+def _ends(setting, label: str, init: str):
+    """Per alpha: the scan's point of ``label`` and the runs from ``init``."""
     alphas, points, runs = setting
     for alpha in alphas:
-        agnostic = points["agnostic"][alpha]
+        yield alpha, points[label][alpha], runs[(runs["alpha"] == alpha) & (runs["init"] == init)]
+
+
+def test_from_near_an_unstable_agnostic_point_training_leaves_it(setting):
+    for alpha, agnostic, ended in _ends(setting, "agnostic", "random"):
         assert agnostic.stable is False, alpha
-        ended = runs[(runs["alpha"] == alpha) & (runs["init"] == "random")]
         assert (np.maximum(ended["m"], ended["theta"]) > 1 / math.sqrt(D)).all(), ended[["m", "theta"]]
 
 
 def test_from_a_stable_positional_point_training_stays_on_it(setting):
-    alphas, points, runs = setting
-    for alpha in alphas:
-        positional = points["positional"][alpha]
+    for alpha, positional, ended in _ends(setting, "positional", "positional"):
         assert positional.stable is True, alpha
-        ended = runs[(runs["alpha"] == alpha) & (runs["init"] == "positional")]
         allowance = 2 / math.sqrt(D) + 0.1 * positional["m"]
         assert (ended["m"] - positional["m"]).abs().max() <= allowance, ended["m"]
         assert ended["theta"].max() <= 2 / math.sqrt(D), ended["theta"]
