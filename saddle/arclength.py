@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import NEGLIGIBLE_OVERLAP, FixedPoint, MemoisedMap, SaddlePointSolver
+from attnphase.saddle.fixed_point import FixedPoint, MemoisedMap, SaddlePointSolver
 
 #: Arclength steps tried past a failed continuation step before giving up.
 MAX_ARC_STEPS = 40
@@ -221,12 +221,13 @@ class ArclengthPath:
 
     def flipped(self, state: np.ndarray) -> tuple[tuple[str, ...], float]:
         """The overlap families whose leading entry changes sign between the last point and ``state``
-        or vanishes at ``state`` (below ``NEGLIGIBLE_OVERLAP`` of its bound), and the alpha where the
+        or vanishes at ``state`` (:meth:`SaddlePointSolver.nonzero_families`), and the alpha where the
         first of them crosses zero (linear interpolation; NaN if none does)."""
         before, after = self.full(self.points[-1]), self.full(state)
         bound = self.solver.overlap_bounds(before)
-        negligible = NEGLIGIBLE_OVERLAP * bound
-        reached = (np.abs(after) <= negligible) & (np.abs(before) > negligible)  # onto the symmetric branch
+        # onto the symmetric branch: a family non-zero at the last point vanishes (as a point's label reads it)
+        gone = set(self.solver.nonzero_families(before)) - set(self.solver.nonzero_families(after))
+        reached = np.isin(self.solver.families, list(gone))
         flips = np.flatnonzero((bound != 0) & ((np.sign(before) * np.sign(after) < 0) | reached))
         if flips.size == 0:
             return (), float("nan")
