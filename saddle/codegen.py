@@ -7,11 +7,11 @@ square of ``exp(x)``). The envelope and its derivatives, which the prox evaluate
 one node, are split by :meth:`ModuleSource.hoisted`: their subexpressions free of ``z`` (the
 teacher's attention, the student field's mean) are computed once per node. Those functions and
 the kernels of :mod:`saddle.kernels` instantiated over them are written to a module file named
-by the hash of its source, in the cache directory (``ATTNPHASE_CACHE_DIR``, else ``$XDG_CACHE_HOME/attnphase``, else
-``~/.cache/attnphase``), and jitted there with ``cache=True``: a later process with the same
-model loads the machine code instead of compiling it again. The source is generated from the
-derived sympy objects and this package's templates only; nothing user-supplied is ever
-evaluated.
+by the hash of its source, in the cache directory (``ATTNPHASE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/attnphase``, else ``~/.cache/attnphase``), and jitted there with
+``cache=True``: a later process with the same model loads the machine code instead of compiling
+it again. The source is generated from the derived sympy objects and this package's templates
+only; nothing user-supplied is ever evaluated.
 """
 
 from __future__ import annotations

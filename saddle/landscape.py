@@ -275,14 +275,13 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     expectation vanishing at zero) and the family has no mixed derivative with any other; both are
     exact to order ``delta^2``. The evaluations start the prox from the point's own (one evaluation
     with every start there), and a move that leaves the point's zero pattern uses every start."""
-    system, compiled = solver.compiled.system, solver.compiled
+    compiled = solver.compiled
     x, alpha = point.values, point.alpha
     families = np.array(solver.families)
-    overlaps = np.flatnonzero(np.isin(families, system.overlap_families))
-    held = [f for f in system.overlap_families if np.all(x[families == f] == 0)]
-    in_held = np.isin(families, held)
+    overlaps, held, overlap_deltas = _overlap_moves(solver, x, step)
+    in_held = np.isin(families, list(held))
     deltas = SMOOTHING_STEP * np.abs(x)
-    deltas[overlaps] = step * _bounds(solver, x, overlaps, tuple(families[overlaps]))
+    deltas[overlaps] = overlap_deltas
     deltas = np.where(deltas > 0, deltas, step)
     with np.errstate(all="ignore"):
         evaluations = [solver.evaluate(x, alpha, thorough=True)]  # the warm prox start of the others
@@ -329,14 +328,11 @@ def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step:
     near ``z = 0``). An independent route to :func:`stability_by_elimination` (tests/test_landscape.py)."""
     if solver.vanishes(point.values):
         solver = solver.in_form("envelope")
-    system = solver.compiled.system
-    index = [i for i, e in enumerate(system.entries) if e.family in system.overlap_families]
+    index, held_at_zero, deltas = _overlap_moves(solver, point.values, step)
     names = tuple(solver.names[i] for i in index)
     families = tuple(solver.families[i] for i in index)
     constrained = ConstrainedSolver(solver, names)
     centre = point.values[index]
-    held_at_zero = {f for f in families if np.all(centre[np.array(families) == f] == 0)}
-    deltas = step * _bounds(solver, point.values, index, families)
     hessian = np.zeros((len(index), len(index)))
     converged = True
     for j, delta in enumerate(deltas):
@@ -362,6 +358,19 @@ def assess(solver: SaddlePointSolver, point: FixedPoint) -> FixedPoint:
         if found.converged:
             return replace(point, curvature={f: found.curvature(f) for f in families}, stable=found.stable)
     return replace(point, curvature=dict.fromkeys(families, float("nan")), stable=None)
+
+
+def _overlap_moves(
+    solver: SaddlePointSolver, values: np.ndarray, step: float
+) -> tuple[np.ndarray, frozenset[str], np.ndarray]:
+    """The indices of the overlap entries, the overlap families that are zero at ``values`` (held
+    there by the branch), and each overlap entry's move for a Hessian column: ``step`` times its
+    Cauchy-Schwarz bound (:func:`_bounds`)."""
+    system = solver.compiled.system
+    families = np.array(solver.families)
+    index = np.flatnonzero(np.isin(families, system.overlap_families))
+    held = frozenset(f for f in system.overlap_families if np.all(values[families == f] == 0))
+    return index, held, step * _bounds(solver, values, index, tuple(families[index]))
 
 
 def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int], families: Sequence[str]) -> np.ndarray:
