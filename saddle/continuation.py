@@ -10,7 +10,8 @@ lands on the branch (converged, and labelled with the branch's name) is continue
 meets a stretch already covered (the pieces join) or the branch ends; so a branch that exists on only
 part of the range is found on that part, wherever it lies.
 
-Each continuation step predicts the next point by quadratic extrapolation of the last three and
+Each continuation step predicts the next point by quadratic extrapolation of the last three (the
+first step from an anchor along the branch's tangent there, :meth:`SaddlePointSolver.tangent`) and
 corrects it with the quasi-Newton solver, reusing the previous Jacobian. A failed step is retried
 from the last point with a fresh Jacobian, then halved (up to ``max_halvings`` times). If it still
 fails, the branch is followed in arclength from its last two points (:mod:`saddle.arclength`):
@@ -48,8 +49,7 @@ EXTRA_ANCHORS = 2
 #: A piece of at least this many points that merges into a more symmetric branch ends there: the
 #: step that merged started from a quadratic extrapolation of the piece and was halved, so the
 #: merger is a pitchfork, not a lost branch, and earns no extra anchor. (From a shorter piece the
-#: step starts from its last point alone and may fall onto the symmetric point while the branch goes
-#: on: at omega = 0.1 the positional branch from its point at alpha = 0.1, where m = 0.036.)
+#: prediction is linear at best, and a merger may be a step that fell short of a steep branch.)
 TRUSTED_MERGE = 3
 MERGED, FAILED, FOLD = "merged", "failed", "fold"
 #: Sheets followed past folds from one anchor (each fold adds one).
@@ -138,10 +138,12 @@ def _sweep(
     finish: PointFinisher,
     grid: Sequence[float] = (),
     sheet: int = 0,
+    slope: np.ndarray | None = None,
 ) -> tuple[list[FixedPoint], list[BranchEnd]]:
     """Continue ``start`` (a point, or the last points of a piece) through ``targets`` (in order);
     the points found (on this sheet and, past a fold, on the next ones: ``grid`` is where those are
-    sought) and where the piece ended."""
+    sought) and where the piece ended. ``slope``: the branch's direction ``dx/dalpha`` at a single
+    ``start`` (:meth:`SaddlePointSolver.tangent`), the first step's predictor."""
     history = [start] if isinstance(start, FixedPoint) else list(start)
     origin = history[-1].alpha
     direction = 1 if targets and targets[0] > origin else -1
@@ -157,7 +159,7 @@ def _sweep(
     remaining = list(targets)
     while remaining:
         target = remaining.pop(0)
-        point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings)
+        point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings, slope)
         if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
             passage = continue_past(solver, branch, history, grid or targets, direction)
             if passage.folded:
@@ -208,19 +210,21 @@ def _past_fold(solver, branch, history, passage, on_point, max_halvings, finish,
     return returned, [BranchEnd(history[-1].alpha, direction, FOLD, passage.fold, where, sheet), *ends]
 
 
-def _step(solver, branch, history, target, jacobian, max_halvings):
+def _step(solver, branch, history, target, jacobian, max_halvings, slope=None):
     """Continue from ``history[-1]`` to ``target``, halving the step on failure. Steps that
-    change alpha by more than ``MAX_RELATIVE_STEP`` go through intermediate points first."""
+    change alpha by more than ``MAX_RELATIVE_STEP`` go through intermediate points first.
+    ``slope``: the branch's direction at ``history[0]``, the predictor while the history is that
+    point alone (:func:`_predict`)."""
     last = history[-1]
     if abs(target - last.alpha) > MAX_RELATIVE_STEP * min(target, last.alpha):
         middle = float(np.sqrt(target * last.alpha))
-        mid_point, mid_jac = _step(solver, branch, history, middle, jacobian, max_halvings)
+        mid_point, mid_jac = _step(solver, branch, history, middle, jacobian, max_halvings, slope)
         if not solver.on_branch(mid_point, branch):
             return mid_point, mid_jac
         history = [*history, mid_point]
         last = mid_point
         jacobian = mid_jac
-    predicted = _predict(history, target)
+    predicted = _predict(history, target, slope)
     point, jac = solver.solve(target, branch, initial=predicted, jacobian=jacobian)
     if solver.on_branch(point, branch):
         return point, jac
@@ -228,14 +232,17 @@ def _step(solver, branch, history, target, jacobian, max_halvings):
     if solver.on_branch(point, branch) or point.converged or max_halvings == 0:
         return point, jac  # a fixed point off the branch from both starts: it has merged
     middle = 0.5 * (last.alpha + target)
-    mid_point, mid_jac = _step(solver, branch, history, middle, None, max_halvings - 1)
+    mid_point, mid_jac = _step(solver, branch, history, middle, None, max_halvings - 1, slope)
     if not solver.on_branch(mid_point, branch):
         return point, jac
     return _step(solver, branch, [*history, mid_point], target, mid_jac, max_halvings - 1)
 
 
-def _predict(history: Sequence[FixedPoint], target: float) -> np.ndarray:
-    """Lagrange extrapolation through the last (up to three) points of the branch."""
+def _predict(history: Sequence[FixedPoint], target: float, slope: np.ndarray | None = None) -> np.ndarray:
+    """Lagrange extrapolation through the last (up to three) points of the branch; from a single
+    point, along its ``slope`` ``dx/dalpha`` if known (else the point itself)."""
+    if len(history) == 1 and slope is not None:
+        return history[0].values + (target - history[0].alpha) * slope
     recent = history[-3:]
     return lagrange([p.alpha for p in recent], [p.values for p in recent], target)
 
@@ -301,6 +308,7 @@ def trace_branch(
             continue
         notify(anchor)
         covered[alpha] = points[alpha] = anchor
+        slope = solver.tangent(anchor, branch)
         for direction in (-1, 1):
             targets = []
             for target in grid[::direction]:
@@ -309,7 +317,9 @@ def trace_branch(
                 if target in covered:  # another piece is there: the two join
                     break
                 targets.append(target)
-            found, piece_ends = _sweep(solver, branch, anchor, targets, notify, max_halvings, finish, grid=grid)
+            found, piece_ends = _sweep(
+                solver, branch, anchor, targets, notify, max_halvings, finish, grid=grid, slope=slope
+            )
             for point in found:
                 if point.sheet:
                     others.append(point)

@@ -61,6 +61,8 @@ VANISHING_PROBE = 1e-10
 #: A search that ends unconverged with every diagonal entry of q below this fraction of rho is
 #: repeated from the vanishing student (the root finders approach q = 0 only geometrically).
 NEARLY_VANISHING = 1e-3
+#: Relative step in alpha of the forward difference ``dG/dalpha`` in :meth:`SaddlePointSolver.tangent`.
+TANGENT_STEP = 1e-6
 
 
 def failed_checks(status: str) -> tuple[str, ...]:
@@ -749,20 +751,53 @@ class SaddlePointSolver:
                 return vanishing, None
         return point, jacobian
 
+    def tangent(self, point: FixedPoint, branch: Branch) -> np.ndarray | None:
+        """The branch's direction at ``point``: ``dx/dalpha = -(dG/dx)^-1 dG/dalpha`` (zero on the
+        entries the branch holds), with ``G`` the scaled residual ``(F(x) - x) / (1 + |x|)`` on its free
+        order parameters (THEORY.md sec. 4), both derivatives by forward differences of the quick map.
+        ``None`` where ``dG/dx`` is singular (a fold or a bifurcation) or a difference is not finite.
+        A continuation step from a single point predicts along it instead of from the point's own
+        values (:mod:`saddle.continuation`)."""
+        free = self.free_mask(branch)
+        if self.vanishes(point.values):
+            free &= self._responses
+        here = self._scaled_residual(MemoisedMap(self, point.alpha, False), free, point.values)
+        step = TANGENT_STEP * point.alpha
+        ahead = self._scaled_residual(MemoisedMap(self, point.alpha + step, False), free, point.values)
+        x = point.values[free]
+        g = here(x)
+        jacobian = self._finite_difference_jacobian(here, x, g)
+        try:
+            slope = -np.linalg.solve(jacobian, (ahead(x) - g) / step)
+        except np.linalg.LinAlgError:
+            return None
+        if not np.all(np.isfinite(slope)):
+            return None
+        full = np.zeros_like(point.values)
+        full[free] = slope
+        return full
+
+    @staticmethod
+    def _scaled_residual(evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray):
+        """``x -> (F(y) - y)[free] / (1 + |x|)`` with ``y`` equal to ``base`` but ``x`` on the ``free``
+        entries; a non-finite map gives a large residual (1e6), not a warning."""
+
+        def residual(x: np.ndarray) -> np.ndarray:
+            full = base.copy()
+            full[free] = x
+            with np.errstate(all="ignore"):
+                g = evaluate(full).updated[free] - x
+            return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
+
+        return residual
+
     def _nearly_vanishes(self, values: np.ndarray) -> bool:
         """Every diagonal entry of ``q`` is positive but below ``NEARLY_VANISHING`` of ``rho``."""
         return all(0 < values[i] < NEARLY_VANISHING * rho for i, rho in self._q_diagonal())
 
     def _find_root(self, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self, alpha, thorough)
-
-        def residual(x: np.ndarray) -> np.ndarray:
-            full = start.copy()
-            full[free] = x
-            with np.errstate(all="ignore"):  # a non-finite map is a large residual, not a warning
-                g = evaluate(full).updated[free] - x
-            return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
-
+        residual = self._scaled_residual(evaluate, free, start)
         x, jac_out = self.root(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x

@@ -129,8 +129,8 @@ def test_a_passage_that_reaches_only_a_later_grid_alpha_goes_on_from_there(monke
     real_step = continuation._step
 
     def failing_at(target: float):
-        def step(solver, branch, history, to, jacobian, max_halvings):
-            point, jac = real_step(solver, branch, history, to, jacobian, max_halvings)
+        def step(solver, branch, history, to, *rest):
+            point, jac = real_step(solver, branch, history, to, *rest)
             return (replace(point, converged=False, status="residual: forced"), jac) if to == target else (point, jac)
 
         return step
