@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import FixedPoint, MemoisedMap, SaddlePointSolver
+from attnphase.saddle.fixed_point import FixedPoint, MemoisedMap, SaddlePointSolver, scaled_residual
 
 #: Arclength steps tried past a failed continuation step before giving up.
 MAX_ARC_STEPS = 40
@@ -138,8 +138,7 @@ class ArclengthPath:
             return np.full(x.size, 1e6)
         solver, alpha = where
         evaluate = self._maps.setdefault((p, thorough), MemoisedMap(solver, alpha, thorough))
-        g = evaluate(self.full(state)).updated[self.free] - x
-        return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full(x.size, 1e6)
+        return scaled_residual(evaluate, self.free, self.like)(x)
 
     def observe(self, state: np.ndarray) -> FixedPoint:
         """The fixed point at ``state`` with every check (:meth:`SaddlePointSolver.observe`); flagged if

@@ -19,7 +19,7 @@ the quick map that the verification still rejects, the search is repeated with a
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -267,6 +267,21 @@ class MemoisedMap:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+def scaled_residual(evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``x -> (F(y) - y)[free] / (1 + |x|)``, ``y`` equal to ``base`` but ``x`` on the ``free`` entries: the
+    residual whose roots are the fixed points (THEORY.md sec. 4); a non-finite map gives a large
+    residual (1e6), not a warning."""
+
+    def residual(x: np.ndarray) -> np.ndarray:
+        full = base.copy()
+        full[free] = x
+        with np.errstate(all="ignore"):
+            g = evaluate(full).updated[free] - x
+        return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
+
+    return residual
 
 
 class SaddlePointSolver:
@@ -761,9 +776,9 @@ class SaddlePointSolver:
         free = self.free_mask(branch)
         if self.vanishes(point.values):
             free &= self._responses
-        here = self._scaled_residual(MemoisedMap(self, point.alpha, False), free, point.values)
+        here = scaled_residual(MemoisedMap(self, point.alpha, False), free, point.values)
         step = TANGENT_STEP * point.alpha
-        ahead = self._scaled_residual(MemoisedMap(self, point.alpha + step, False), free, point.values)
+        ahead = scaled_residual(MemoisedMap(self, point.alpha + step, False), free, point.values)
         x = point.values[free]
         g = here(x)
         jacobian = self._finite_difference_jacobian(here, x, g)
@@ -777,27 +792,13 @@ class SaddlePointSolver:
         full[free] = slope
         return full
 
-    @staticmethod
-    def _scaled_residual(evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray):
-        """``x -> (F(y) - y)[free] / (1 + |x|)`` with ``y`` equal to ``base`` but ``x`` on the ``free``
-        entries; a non-finite map gives a large residual (1e6), not a warning."""
-
-        def residual(x: np.ndarray) -> np.ndarray:
-            full = base.copy()
-            full[free] = x
-            with np.errstate(all="ignore"):
-                g = evaluate(full).updated[free] - x
-            return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
-
-        return residual
-
     def _nearly_vanishes(self, values: np.ndarray) -> bool:
         """Every diagonal entry of ``q`` is positive but below ``NEARLY_VANISHING`` of ``rho``."""
         return all(0 < values[i] < NEARLY_VANISHING * rho for i, rho in self._q_diagonal())
 
     def _find_root(self, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self, alpha, thorough)
-        residual = self._scaled_residual(evaluate, free, start)
+        residual = scaled_residual(evaluate, free, start)
         x, jac_out = self.root(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
