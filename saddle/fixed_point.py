@@ -738,10 +738,8 @@ class SaddlePointSolver:
         """Fixed point on ``branch`` at ``alpha`` from ``initial``; returns it and the final
         Jacobian estimate of ``F(x) - x`` on the free entries (reusable by a neighbour)."""
         check_alpha(alpha)
-        free = self.free_mask(branch)
         start = np.array(initial, dtype=float)
-        if self.vanishes(start):  # W = 0 stays W = 0 (an invariant set of F): only the responses are free
-            free &= self._responses
+        free = self._moved_entries(start, branch)
         start[~free] = 0.0
         # iterate with the quick prox starts; verify with all of them; if that fails, iterate quickly
         # again, now warm-started from the verification's prox, and only if that reaches a root of
@@ -773,9 +771,7 @@ class SaddlePointSolver:
         ``None`` where ``dG/dx`` is singular (a fold or a bifurcation) or a difference is not finite.
         A continuation step from a single point predicts along it instead of from the point's own
         values (:mod:`saddle.continuation`)."""
-        free = self.free_mask(branch)
-        if self.vanishes(point.values):
-            free &= self._responses
+        free = self._moved_entries(point.values, branch)
         here = scaled_residual(MemoisedMap(self, point.alpha, False), free, point.values)
         step = TANGENT_STEP * point.alpha
         ahead = scaled_residual(MemoisedMap(self, point.alpha + step, False), free, point.values)
@@ -791,6 +787,12 @@ class SaddlePointSolver:
         full = np.zeros_like(point.values)
         full[free] = slope
         return full
+
+    def _moved_entries(self, values: np.ndarray, branch: Branch) -> np.ndarray:
+        """The order parameters a solve from ``values`` on ``branch`` moves: the branch's free ones, and
+        at a vanishing student only the responses among them (W = 0 stays W = 0: an invariant set of F)."""
+        free = self.free_mask(branch)
+        return free & self._responses if self.vanishes(values) else free
 
     def _nearly_vanishes(self, values: np.ndarray) -> bool:
         """Every diagonal entry of ``q`` is positive but below ``NEARLY_VANISHING`` of ``rho``."""

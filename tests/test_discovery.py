@@ -68,7 +68,9 @@ def test_the_first_step_from_a_point_near_a_pitchfork_follows_the_tangent(omega_
     branch = omega_01.branch("positional")
 
     def trace(solver):
-        only_at_01 = lambda a: solver.anchor(a, branch) if a == 0.1 else solver.symmetric_point(a)  # noqa: E731
+        def only_at_01(alpha: float):
+            return solver.anchor(alpha, branch) if alpha == 0.1 else solver.symmetric_point(alpha)
+
         return trace_branch(solver, branch, grid, anchor=only_at_01, max_anchors=2)
 
     followed = trace(omega_01.renewed())
