@@ -46,6 +46,11 @@ from scipy.stats import norm
 ProxAt = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
+def _gaussian(t: np.ndarray) -> np.ndarray:
+    """The standard normal density (``scipy.stats.norm.pdf`` without its argument checks)."""
+    return np.exp(-0.5 * t**2) / np.sqrt(2 * np.pi)
+
+
 @dataclass(frozen=True)
 class LineCorrection:
     """The correction of ``E[M*]`` on a pruned tensor Gauss-Hermite rule (``nodes``,
@@ -96,7 +101,7 @@ class LineCorrection:
         chord = z[:, j] - z[:, i]
         mismatch = np.abs(chord - 0.5 * (t_j - t_i) * (slope[:, i] + slope[:, j])).max(axis=0)
         suspicious = mismatch > self.flag_ratio * np.maximum(np.abs(chord).max(axis=0), 1e-3)
-        weight = self.outer_weights(i) * np.maximum(norm.pdf(t_i), norm.pdf(t_j)) * (t_j - t_i)
+        weight = self.outer_weights(i) * np.maximum(_gaussian(t_i), _gaussian(t_j)) * (t_j - t_i)
         keep = suspicious & (weight >= self.min_weight)
         return i[keep], j[keep]
 
@@ -109,15 +114,19 @@ class LineCorrection:
         a, b = self.nodes[self.axis, i], self.nodes[self.axis, j]
         width = b - a
 
-        def envelope_at(t: np.ndarray, starts: list[np.ndarray]) -> np.ndarray:
-            points = self.nodes[:, i].copy()
-            points[self.axis] = t
-            return prox(points, np.stack(starts))[1]
+        def envelope_at(groups: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+            """``M*`` on the flagged lines at the positions ``t`` from the starts ``(S, k, n)`` of each
+            ``(t, starts)`` of ``groups``: one prox call for them all."""
+            points = np.tile(self.nodes[:, i], len(groups))
+            points[self.axis] = np.concatenate([t for t, _ in groups])
+            found = prox(points, np.concatenate([starts for _, starts in groups], axis=2))[1]
+            return np.split(found, len(groups))
 
         ends = []
-        for t, node in ((a, i), (b, j)):
-            below, above = envelope_at(t - self.step, [z[:, node]]), envelope_at(t + self.step, [z[:, node]])
-            f = values[node]
+        from_a, from_b = z[None, :, i], z[None, :, j]
+        steps = [(a - self.step, from_a), (a + self.step, from_a), (b - self.step, from_b), (b + self.step, from_b)]
+        below_a, above_a, below_b, above_b = envelope_at(steps)
+        for f, below, above in ((values[i], below_a, above_a), (values[j], below_b, above_b)):
             ends.append((f, (above - below) / (2 * self.step), (above - 2 * f + below) / self.step**2))
         (fa, da, ca), (fb, db, cb) = ends
 
@@ -133,14 +142,18 @@ class LineCorrection:
         for x, w in zip(*leggauss(12), strict=True):
             u = 0.5 * (x + 1)
             t = a + width * u
-            smooth += 0.5 * width * w * (norm.pdf(t) * hermite(u) - self.peano(t) * ((1 - u) * ca + u * cb))
+            smooth += 0.5 * width * w * (_gaussian(t) * hermite(u) - self.peano(t) * ((1 - u) * ca + u * cb))
         feature = np.zeros(i.size)
-        for panel in range(self.panels):
-            for x, w in zip(*leggauss(8), strict=True):
-                u = (panel + 0.5 * (x + 1)) / self.panels
-                t = a + width * u
-                value = envelope_at(t, [z[:, i], z[:, j]])
-                feature += 0.5 * width / self.panels * w * norm.pdf(t) * (value - hermite(u))
+        x8, w8 = leggauss(8)
+        fine = [
+            ((panel + 0.5 * (x + 1)) / self.panels, w)
+            for panel in range(self.panels)
+            for x, w in zip(x8, w8, strict=True)
+        ]
+        both = np.stack([z[:, i], z[:, j]])
+        inside = envelope_at([(a + width * u, both) for u, _ in fine])
+        for (u, w), value in zip(fine, inside, strict=True):
+            feature += 0.5 * width / self.panels * w * _gaussian(a + width * u) * (value - hermite(u))
         slope_inside = -norm.sf(a) + self.tail(b)  # B1' on (a, b), continued to a and b
         boundary = self.peano(b) * db - (slope_inside + norm.sf(a) - norm.sf(b)) * fb
         boundary -= self.peano(a) * da - slope_inside * fa
@@ -149,7 +162,7 @@ class LineCorrection:
     def peano(self, t: np.ndarray) -> np.ndarray:
         """``B1(t) = I[(x - t)_+] - Q[(x - t)_+]``."""
         x, w = self._line
-        exact = norm.pdf(t) - t * norm.sf(t)
+        exact = _gaussian(t) - t * norm.sf(t)
         return exact - (w[None, :] * np.maximum(x[None, :] - t[:, None], 0.0)).sum(axis=1)
 
     def tail(self, t: np.ndarray) -> np.ndarray:
