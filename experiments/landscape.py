@@ -32,6 +32,7 @@ from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSe
 from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.switching import anchor
 from attnphase.saddle.validation import ALPHA, check
 
 #: Without ``extent``, each axis reaches this multiple of the largest value a fixed point takes there.
@@ -136,11 +137,12 @@ def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Seque
 
 
 def fixed_points_at(solver: SaddlePointSolver, alpha: float) -> list[FixedPoint]:
-    """The converged fixed points an anchor search per branch finds at ``alpha``, one per label, each
-    with its stability."""
+    """The converged fixed points an anchor search per branch finds at ``alpha``
+    (:func:`~attnphase.saddle.switching.anchor`: seeded, then along rays from the points found on the
+    branches it contains), one per label, each with its stability."""
     found: dict[str, FixedPoint] = {}
-    for branch in solver.branches:
-        point = solver.anchor(alpha, branch)
+    for branch in solver.branches:  # the most symmetric first: a branch's subspaces are searched before it
+        point = anchor(solver, alpha, branch, lambda subspace: [p for p in found.values() if p.branch == subspace.name])
         if point.converged and point.branch not in found:
             found[point.branch] = assess(solver, point)
     return list(found.values())

@@ -45,6 +45,7 @@ from attnphase.saddle.fixed_point import (
 )
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, make_rule
 from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
+from attnphase.saddle.switching import anchor
 from attnphase.saddle.validation import check, check_type
 
 
@@ -469,10 +470,11 @@ def fixed_point(
     """One fixed point of the saddle-point equations of ``model`` at ``alpha``, searched on ``branch``
     (for the paper's declaration ``positional``, ``semantic``, ``agnostic`` or ``mixed``: the overlap
     families it holds at zero, THEORY.md sec. 6; default: the second of the declaration's
-    ``labels.critical``), found without a prior solution (:meth:`SaddlePointSolver.anchor`); the
+    ``labels.critical``), found without a prior solution (:func:`~attnphase.saddle.switching.anchor`:
+    seeded, then along rays from the branches it contains); the
     rule and form options are those of :func:`scan`. The point is labelled by what it converged to
     (its ``branch``), which may be a more symmetric branch than the one searched. Its ``row()`` is one
     row of a scan's table."""
     settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order=0)
     solver = make_solver(model, settings)
-    return solver.anchor(float(alpha), solver.branch(model.labels.critical[1] if branch is None else branch))
+    return anchor(solver, float(alpha), solver.branch(model.labels.critical[1] if branch is None else branch))

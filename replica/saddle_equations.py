@@ -137,6 +137,47 @@ class ReplicaSystem:
         (the trace term is linear in each), in closed form."""
         return sp.hessian(self.entropic_potential, self.parameters.conjugates)
 
+    def integrands(self, form: str) -> tuple[sp.Expr, ...]:
+        """The energetic integrands ``f_X(z, n, x)`` whose expectations at the prox are ``E[dM*/dX]``,
+        one per order-parameter entry (THEORY.md sec. 4): ``dM/dX`` in the ``"envelope"`` form,
+        ``M s_X + partial_X M`` in the ``"score"`` (Gaussian integration-by-parts) form."""
+        params = self.parameters.symbols
+        if form == "envelope":
+            return tuple(self.energetic_integrands[x] for x in params)
+        if form == "score":
+            return tuple(self.envelope * self.score_integrands[x][0] + self.score_integrands[x][1] for x in params)
+        raise ValueError(f"form must be one of envelope, score; got {form!r}")
+
+    def integrand_derivatives(self, form: str) -> IntegrandDerivatives:
+        """The derivatives behind the Jacobian of the expectations ``E[f_X(prox, n, x)]`` in the order
+        parameters (:class:`IntegrandDerivatives`), for the integrands of ``form`` (:meth:`integrands`)."""
+        if form not in self._integrand_derivatives:
+            self._integrand_derivatives[form] = IntegrandDerivatives.of(self, self.integrands(form))
+        return self._integrand_derivatives[form]
+
+    @cached_property
+    def _integrand_derivatives(self) -> dict[str, IntegrandDerivatives]:
+        return {}
+
+    @cached_property
+    def order_jacobian(self) -> sp.Matrix:
+        """``d order_updates[X] / d Xhat'`` (rows: order parameters, columns: conjugates), closed form."""
+        updates = [self.order_updates[x] for x in self.parameters.symbols]
+        return sp.Matrix(updates).jacobian(list(self.parameters.conjugates))
+
+    @cached_property
+    def conjugate_jacobian(self) -> sp.Matrix:
+        """``d conjugate_updates[Xhat] / d E[dM/dX']`` (rows: conjugates, columns: the expectations),
+        closed form (linear in ``alpha``)."""
+        updates = [self.conjugate_updates[c] for c in self.parameters.conjugates]
+        return sp.Matrix(updates).jacobian([self.expectations[x] for x in self.parameters.symbols])
+
+    @cached_property
+    def conjugate_alpha_derivative(self) -> sp.Matrix:
+        """``d conjugate_updates[Xhat] / d alpha`` at fixed expectations (a column)."""
+        updates = [self.conjugate_updates[c] for c in self.parameters.conjugates]
+        return sp.Matrix(updates).diff(self.alpha)
+
     @cached_property
     def _document(self) -> EquationsDocument:
         return build_document(self)
@@ -151,6 +192,35 @@ class ReplicaSystem:
     def latex(self) -> str:
         """LaTeX source of :meth:`equations_document` (one ``align*`` per section)."""
         return self.equations_document().latex()
+
+
+@dataclass(frozen=True)
+class IntegrandDerivatives:
+    """What the derivative of ``E[f_X(z*(x), n, x)]`` in the order parameters ``x`` needs, ``z*`` being
+    the prox (the minimiser of ``M`` in ``z``, which moves with ``x``: ``dz*/dY = -H^-1 d^2M/dz dY`` by
+    the implicit function theorem, ``H`` the Hessian of ``M`` in ``z``):
+
+        d E[f_X] / dY = E[ partial_Y f_X - sum_jk (partial_zj f_X) (H^-1)_jk (d^2 M / dz_k dY) ]
+
+    on fixed nodes ``n`` (THEORY.md sec. 4). On a quadrature rule this is the exact derivative of the
+    rule's sum wherever no node's prox changes basin. Fields (``X`` rows, ``Y`` columns, ``j, k``
+    over the prox variables): ``explicit[X][Y] = partial_Y f_X`` at fixed ``z``;
+    ``along_z[X][j] = partial_zj f_X``; ``mixed[j][Y] = d^2 M / dz_j dY``."""
+
+    explicit: tuple[tuple[sp.Expr, ...], ...]
+    along_z: tuple[tuple[sp.Expr, ...], ...]
+    mixed: tuple[tuple[sp.Expr, ...], ...]
+
+    @classmethod
+    def of(cls, system: ReplicaSystem, integrands: tuple[sp.Expr, ...]) -> IntegrandDerivatives:
+        """The derivatives of ``integrands`` (one per order-parameter entry) of ``system``."""
+        params, z = system.parameters.symbols, system.z
+        envelope_gradient = [system.energetic_integrands[y] for y in params]
+        return cls(
+            explicit=tuple(tuple(sp.diff(f, y) for y in params) for f in integrands),
+            along_z=tuple(tuple(sp.diff(f, zj) for zj in z) for f in integrands),
+            mixed=tuple(tuple(sp.diff(g, zj) for g in envelope_gradient) for zj in z),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -433,4 +503,4 @@ def _solve_linear(expression: sp.Expr, unknown: sp.Symbol) -> sp.Expr:
     return sp.simplify(-expression.subs(unknown, 0) / slope)
 
 
-__all__ = ["FAMILIES", "HAT_NAMES", "ConstrainedSystem", "ReplicaSystem", "derive"]
+__all__ = ["FAMILIES", "HAT_NAMES", "ConstrainedSystem", "IntegrandDerivatives", "ReplicaSystem", "derive"]

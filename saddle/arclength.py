@@ -28,7 +28,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import FixedPoint, MemoisedMap, SaddlePointSolver, scaled_residual
+from attnphase.saddle.fixed_point import (
+    Evaluation,
+    FixedPoint,
+    MemoisedMap,
+    SaddlePointSolver,
+    ScaledResidual,
+    scaled_residual,
+)
 
 #: Arclength steps tried past a failed continuation step before giving up.
 MAX_ARC_STEPS = 40
@@ -84,6 +91,11 @@ class AlphaParameter:
         """The solver and alpha at parameter ``value`` (``None`` outside alpha > 0)."""
         return (self.solver, value) if value > 0 else None
 
+    @staticmethod
+    def drift(solver: SaddlePointSolver, ev: Evaluation, alpha: float) -> np.ndarray | None:
+        """``dF/dp`` at the evaluation ``ev``: in closed form (:meth:`SaddlePointSolver.alpha_derivative`)."""
+        return solver.alpha_derivative(ev, alpha)
+
 
 class ConstantParameter:
     """Continuation in the declaration's named constant ``name`` (e.g. ``omega``) at fixed ``alpha``,
@@ -102,6 +114,11 @@ class ConstantParameter:
         if value not in self._solvers:
             self._solvers[value] = self.solver.with_constants({self.name: value})
         return self._solvers[value], self.alpha
+
+    @staticmethod
+    def drift(solver: SaddlePointSolver, ev: Evaluation, alpha: float) -> np.ndarray | None:
+        """``None``: the derivative of ``F`` in a constant is not derived, the path differences it."""
+        return None
 
 
 class ArclengthPath:
@@ -130,15 +147,38 @@ class ArclengthPath:
         full[self.free] = state[:-1]
         return full
 
-    def _residual(self, state: np.ndarray, thorough: bool) -> np.ndarray:
-        """``G(x, p)`` (module docstring); 1e6 where it is not finite or ``p`` is out of range."""
-        x, p = state[:-1], float(state[-1])
+    def _residual_at(self, p: float, thorough: bool) -> ScaledResidual | None:
+        """``G(., p)`` on the branch's free order parameters (``None`` if ``p`` is out of range)."""
         where = self.parameter.at(p)
         if where is None:
-            return np.full(x.size, 1e6)
+            return None
         solver, alpha = where
         evaluate = self._maps.setdefault((p, thorough), MemoisedMap(solver, alpha, thorough))
-        return scaled_residual(evaluate, self.free, self.like)(x)
+        return scaled_residual(evaluate, self.free, self.like)
+
+    def _residual(self, state: np.ndarray, thorough: bool) -> np.ndarray:
+        """``G(x, p)`` (module docstring); 1e6 where it is not finite or ``p`` is out of range."""
+        residual = self._residual_at(float(state[-1]), thorough)
+        return np.full(state.size - 1, 1e6) if residual is None else residual(state[:-1])
+
+    def _jacobian(self, state: np.ndarray, thorough: bool) -> np.ndarray | None:
+        """``dG/d(x, p)`` at ``state``: in ``x`` in closed form (:meth:`ScaledResidual.jacobian`), in ``p``
+        from the parameter's ``drift`` or, where it has none, by a forward difference; ``None`` where
+        either is not finite or ``p`` is out of range."""
+        x, p = state[:-1], float(state[-1])
+        residual = self._residual_at(p, thorough)
+        in_x = None if residual is None else residual.jacobian(x)
+        if in_x is None:
+            return None
+        evaluate = residual.evaluate
+        drift = self.parameter.drift(evaluate.solver, evaluate(self.full(state)), evaluate.alpha)
+        if drift is None:
+            h = 1e-6 * max(abs(p), 1e-2)
+            in_p = (self._residual(np.append(x, p + h), thorough) - residual(x)) / h
+        else:
+            in_p = drift[self.free] / (1.0 + np.abs(x))
+        jacobian = np.column_stack([in_x, in_p])
+        return jacobian if np.all(np.isfinite(jacobian)) else None
 
     def observe(self, state: np.ndarray) -> FixedPoint:
         """The fixed point at ``state`` with every check (:meth:`SaddlePointSolver.observe`); flagged if
@@ -175,11 +215,7 @@ class ArclengthPath:
         predicted = self.points[-1] + ds * tangent / self.weights
         state = predicted
         for thorough in (False, True):
-
-            def bordered(y: np.ndarray, thorough: bool = thorough) -> np.ndarray:
-                return np.append(self._residual(y, thorough), tangent @ (self.weights * (y - predicted)))
-
-            state, _ = self.solver.root(bordered, state)
+            state, _ = self.solver.root(_Bordered(self, thorough, tangent, predicted), state)
             point = self.observe(state)
             if point.converged or not np.all(np.isfinite(state)):
                 break
@@ -416,3 +452,20 @@ def continue_in_constant(
     else:
         end = end or f"{max_steps} steps"
     return ConstantPath(name, tuple(values), tuple(points), tuple(folds), end, merged_at)
+
+
+class _Bordered:
+    """The corrector's system at a predicted state: ``G(y) = 0`` and ``t . W (y - y_pred) = 0`` (module
+    docstring), with its Jacobian (:meth:`ArclengthPath._jacobian` and the constant row ``t W``)."""
+
+    def __init__(self, path: ArclengthPath, thorough: bool, tangent: np.ndarray, predicted: np.ndarray) -> None:
+        self.path, self.thorough, self.tangent, self.predicted = path, thorough, tangent, predicted
+
+    def __call__(self, state: np.ndarray) -> np.ndarray:
+        arc = self.tangent @ (self.path.weights * (state - self.predicted))
+        return np.append(self.path._residual(state, self.thorough), arc)
+
+    def jacobian(self, state: np.ndarray) -> np.ndarray | None:
+        """``d/dy`` of the system; ``None`` where ``dG/dy`` is not available."""
+        top = self.path._jacobian(state, self.thorough)
+        return None if top is None else np.vstack([top, self.tangent * self.path.weights])

@@ -45,11 +45,17 @@ class CompiledSystem:
       ``E[M], E[l], E[dM/dX]`` (envelope form);
     * ``score(z, nodes, weights, params, consts) -> (2 + P,)``: ``E[M], E[l]`` and
       ``E[M s_X + partial_X M]`` (Gaussian integration-by-parts form of the same derivatives);
+    * ``energetic_jacobian``, ``score_jacobian`` (same arguments) ``-> (P, P)``: the derivative of the
+      expectations ``E[dM/dX]`` of the form in the order parameters, the prox moving with them
+      (:class:`~attnphase.replica.saddle_equations.IntegrandDerivatives`);
     * ``test_error(nodes, weights, params, consts) -> (1,)``;
     * ``conjugates(alpha, expectations, consts)``, ``orders(conj, consts)``: the updates;
       ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``;
     * ``coupling (P, P)``: ``d^2 Phi / dX dXhat'`` (constant); ``entropic_hessian(conj, consts)
-      -> (P, P)``: ``d^2 Psi_w / dXhat dXhat'``.
+      -> (P, P)``: ``d^2 Psi_w / dXhat dXhat'``;
+    * ``order_jacobian(conj, consts) -> (P, P)``: ``d orders / d conj``;
+      ``conjugate_jacobian(alpha, expectations, consts) -> (P, P)``: ``d conjugates / d expectations``;
+      ``conjugate_alpha_derivative(alpha, expectations, consts) -> (P,)``: ``d conjugates / d alpha``.
     """
 
     system: ReplicaSystem
@@ -57,6 +63,8 @@ class CompiledSystem:
     starts: Callable[..., np.ndarray]
     energetic: Callable[..., np.ndarray]
     score: Callable[..., np.ndarray]
+    energetic_jacobian: Callable[..., np.ndarray]
+    score_jacobian: Callable[..., np.ndarray]
     test_error: Callable[..., np.ndarray]
     conjugates: Callable[..., np.ndarray]
     orders: Callable[..., np.ndarray]
@@ -66,6 +74,9 @@ class CompiledSystem:
     gradient: Callable[..., np.ndarray]
     coupling: np.ndarray
     entropic_hessian: Callable[..., np.ndarray]
+    order_jacobian: Callable[..., np.ndarray]
+    conjugate_jacobian: Callable[..., np.ndarray]
+    conjugate_alpha_derivative: Callable[..., np.ndarray]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -98,6 +109,9 @@ class CompiledSystem:
         return np.array([values[c] for c in self.system.constants], dtype=float)
 
 
+#: The forms of the energetic integrands (:meth:`ReplicaSystem.integrands`) and the names of their kernels.
+FORMS = {"envelope": "energetic", "score": "score"}
+
 _COMPILED: dict[tuple, CompiledSystem] = {}
 
 
@@ -114,33 +128,7 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     z, nodes = system.z, system.nodes
     params, conj, consts = system.parameters.symbols, system.parameters.conjugates, system.constants
     k, n_params = len(z), len(params)
-    with_z = [("z", z), ("n", nodes), ("p", params), ("c", consts)]
-    without_z = [("n", nodes), ("p", params), ("c", consts)]
-
-    source = ModuleSource(k, kernels.TEMPLATE_CONSTANTS)
-    hessian = [h for row in system.envelope_hessian for h in row]
-    invariants = source.hoisted(
-        "node_terms",
-        without_z,
-        z,
-        {"envelope": system.envelope, "derivatives": [*system.envelope_gradient, *hessian]},
-    )
-    source.constant("INVARIANTS", invariants)
-    summary = [system.envelope, system.loss]
-    source.vector("envelope_form", with_z, summary + [system.energetic_integrands[s] for s in params])
-    source.vector(
-        "score_form",
-        with_z,
-        summary + [system.envelope * system.score_integrands[s][0] + system.score_integrands[s][1] for s in params],
-    )
-    source.vector("test_error_integrand", without_z, [system.test_error_integrand])
-    for template in kernels.PROX_TEMPLATES:
-        source.template(template, parallel=template is kernels.prox_kernel)
-    size = str(2 + n_params)
-    source.template(kernels.integral_kernel_z, "energetic", parallel=True, integrand="envelope_form", SIZE=size)
-    source.template(kernels.integral_kernel_z, "score", parallel=True, integrand="score_form", SIZE=size)
-    source.template(kernels.integral_kernel, "test_error", parallel=True, integrand="test_error_integrand", SIZE="1")
-    module = source.load()
+    module = _generate(system).load()
 
     starts_flat = _lambdify_vector([nodes, params, consts], [x for start in system.prox_starts for x in start])
     expectations = [system.expectations[s] for s in params]
@@ -153,6 +141,7 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     entropic_hessian = _lambdify_vector([conj, consts], list(system.entropic_hessian))
     coupling = np.array(system.coupling.tolist(), dtype=float)
     coupling.setflags(write=False)
+    square = lambda function: lambda *values: function(*values).reshape(n_params, n_params)  # noqa: E731
 
     return CompiledSystem(
         system=system,
@@ -160,6 +149,8 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
         starts=starts,
         energetic=module.energetic,
         score=module.score,
+        energetic_jacobian=square(module.energetic_jacobian),
+        score_jacobian=square(module.score_jacobian),
         test_error=module.test_error,
         conjugates=_lambdify_vector(
             [[system.alpha], expectations, consts], [system.conjugate_updates[c] for c in conj]
@@ -172,5 +163,48 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
             [[system.alpha], expectations, params, conj, consts], [system.free_entropy_gradient[s] for s in params]
         ),
         coupling=coupling,
-        entropic_hessian=lambda *values: entropic_hessian(*values).reshape(n_params, n_params),
+        entropic_hessian=square(entropic_hessian),
+        order_jacobian=square(_lambdify_vector([conj, consts], list(system.order_jacobian))),
+        conjugate_jacobian=square(
+            _lambdify_vector([[system.alpha], expectations, consts], list(system.conjugate_jacobian))
+        ),
+        conjugate_alpha_derivative=_lambdify_vector(
+            [[system.alpha], expectations, consts], list(system.conjugate_alpha_derivative)
+        ),
     )
+
+
+def _generate(system: ReplicaSystem) -> ModuleSource:
+    """The source of ``system``'s kernel module: the envelope split for the prox, the integrands of both
+    forms and their derivatives (:class:`~attnphase.replica.saddle_equations.IntegrandDerivatives`), the
+    test error, and the templates of :mod:`saddle.kernels` over them."""
+    z, nodes = system.z, system.nodes
+    params, consts = system.parameters.symbols, system.constants
+    k, n_params = len(z), len(params)
+    with_z = [("z", z), ("n", nodes), ("p", params), ("c", consts)]
+    without_z = [("n", nodes), ("p", params), ("c", consts)]
+    source = ModuleSource(k, kernels.TEMPLATE_CONSTANTS)
+    hessian = [h for row in system.envelope_hessian for h in row]
+    invariants = source.hoisted(
+        "node_terms",
+        without_z,
+        z,
+        {"envelope": system.envelope, "derivatives": [*system.envelope_gradient, *hessian]},
+    )
+    source.constant("INVARIANTS", invariants)
+    summary = [system.envelope, system.loss]
+    for form in FORMS:
+        source.vector(f"{form}_form", with_z, summary + list(system.integrands(form)))
+        d = system.integrand_derivatives(form)
+        flat = [e for block in (d.explicit, d.along_z, d.mixed, system.envelope_hessian) for row in block for e in row]
+        source.vector(f"{form}_pieces", with_z, flat)
+    source.vector("test_error_integrand", without_z, [system.test_error_integrand])
+    for template in kernels.SHARED_TEMPLATES:
+        source.template(template, parallel=template is kernels.prox_kernel)
+    size = str(2 + n_params)
+    for form, name in FORMS.items():
+        source.template(kernels.integral_kernel_z, name, parallel=True, integrand=f"{form}_form", SIZE=size)
+        bindings = {"pieces": f"{form}_pieces", "P": str(n_params)}
+        source.template(kernels.jacobian_kernel, f"{name}_jacobian", parallel=True, **bindings)
+    source.template(kernels.integral_kernel, "test_error", parallel=True, integrand="test_error_integrand", SIZE="1")
+    return source

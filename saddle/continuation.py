@@ -12,12 +12,12 @@ part of the range is found on that part, wherever it lies.
 
 Each continuation step predicts the next point by quadratic extrapolation of the last three (the
 first step from an anchor along the branch's tangent there, :meth:`SaddlePointSolver.tangent`) and
-corrects it with the quasi-Newton solver, reusing the previous Jacobian. A failed step is retried
-from the last point with a fresh Jacobian, then halved (up to ``max_halvings`` times). If it still
-fails, the branch is followed in arclength from its last two points (:mod:`saddle.arclength`):
-either the path crosses the target (the step failed for want of a better start, and continuation
-in alpha goes on from the point solved there, or at the next grid alpha if no solve converges at
-the target), or it turns back at a fold, whose alpha is recorded, and the branch's other
+corrects it with the solver's root search (Newton's method with the map's Jacobian in closed form,
+:meth:`SaddlePointSolver.root`). A failed step is retried from the last point, then halved (up to
+``max_halvings`` times). If it still fails, the branch is followed in arclength from its last two
+points (:mod:`saddle.arclength`): either the path crosses the target (the step failed for want of a
+better start, and continuation in alpha goes on from the point solved there, or at the next grid
+alpha if no solve converges at the target), or it turns back at a fold, whose alpha is recorded, and the branch's other
 *sheet* is continued back in alpha from the first grid points the path reaches beyond the fold
 (its points carry ``sheet`` one higher). Every end of a piece is recorded (:class:`BranchEnd`)
 with its kind: ``fold`` where the piece turns back (``at`` is the fold's alpha), ``merged`` when

@@ -2,9 +2,11 @@
 
 The map ``F`` sends the order parameters ``x = (q, m, V, theta)`` to new ones:
 prox over all quadrature nodes -> energetic conjugates -> closed-form entropic update.
-A fixed point is a root of ``F(x) - x``, found by a quasi-Newton (Broyden) iteration that can
-start from a Jacobian carried over from a neighbouring point (continuation), with scipy's
-Powell hybrid method as the fallback, or by damped iteration. Every result records its
+A fixed point is a root of ``F(x) - x``, found by Newton's method with the Jacobian of ``F`` in
+closed form (the derivatives of the integrands derived in ``replica/``, the prox moving with the
+order parameters by the implicit function theorem: :meth:`SaddlePointSolver.map_jacobian`), by a
+quasi-Newton (Broyden) iteration that can start from a Jacobian carried over from a neighbouring
+point, with scipy's Powell hybrid method as the fallback, or by damped iteration. Every result records its
 residual ``max |F(x) - x| / (1 + |x|)`` over the branch's free order parameters, its
 symmetry defect ``max |F(x)|`` over those the branch holds at zero (zero up to rounding for a
 sign-symmetric rule such as Gauss-Hermite: the subspace is invariant; of the order of the
@@ -19,7 +21,7 @@ the quick map that the verification still rejects, the search is repeated with a
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -52,6 +54,11 @@ CURVATURE_PREFIX = "curvature_"
 #: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
 NEGLIGIBLE_OVERLAP = 1e-3
 
+#: The lowest Gauss-Hermite order anchors are searched on (:meth:`SaddlePointSolver.coarse`): on order 4
+#: (256 nodes in four dimensions) the map is too rough for the seeded searches to converge, and the
+#: semantic anchor of the paper's model with the other target A at alpha = 2 was lost that way.
+COARSEST_ORDER = 6
+
 #: Where the student vanishes (every entry of q zero: W = 0, a stationary point of every
 #: declaration whose attention scores are quadratic in the weights), the map is its limit q -> 0,
 #: evaluated with the diagonal of q at this fraction of rho (F is smooth in q there, so the error is
@@ -61,8 +68,6 @@ VANISHING_PROBE = 1e-10
 #: A search that ends unconverged with every diagonal entry of q below this fraction of rho is
 #: repeated from the vanishing student (the root finders approach q = 0 only geometrically).
 NEARLY_VANISHING = 1e-3
-#: Relative step in alpha of the forward difference ``dG/dalpha`` in :meth:`SaddlePointSolver.tangent`.
-TANGENT_STEP = 1e-6
 
 
 def failed_checks(status: str) -> tuple[str, ...]:
@@ -109,7 +114,7 @@ class SolverSettings:
     quadrature: QuadratureRule = GaussHermite(20)
     test_quadrature: QuadratureRule = GaussHermite(20)
     conjugate_form: Literal["score", "envelope"] = "score"
-    method: Literal["broyden", "hybr", "damped"] = "broyden"
+    method: Literal["newton", "broyden", "hybr", "damped"] = "newton"
     tolerance: float = 1e-9
     accept: float = 1e-8
     max_evaluations: int = 60
@@ -133,7 +138,7 @@ class SolverSettings:
         for flag in ("fold_symmetries", "line_correction"):
             check_type(getattr(self, flag), flag, bool, "True or False")
         check_choice(self.conjugate_form, "conjugate_form", ("score", "envelope"))
-        check_choice(self.method, "method", ("broyden", "hybr", "damped"))
+        check_choice(self.method, "method", ("newton", "broyden", "hybr", "damped"))
         check_fields(self, SOLVER_RANGES)
 
 
@@ -250,13 +255,15 @@ class Evaluation:
 
 
 class MemoisedMap:
-    """``F`` at ``alpha`` (:meth:`SaddlePointSolver.evaluate`), each point evaluated once: a root search
-    returns to points it has seen (the base point of every finite-difference column, the best iterate).
-    ``len`` is the number of evaluations made. Non-finite values are kept, not warned about."""
+    """``F`` at ``alpha`` (:meth:`SaddlePointSolver.evaluate`) and its Jacobian
+    (:meth:`SaddlePointSolver.map_jacobian`), each point evaluated once: a root search returns to points
+    it has seen (the best iterate). ``len`` is the number of evaluations of ``F`` made. Non-finite values
+    are kept, not warned about."""
 
     def __init__(self, solver: SaddlePointSolver, alpha: float, thorough: bool) -> None:
         self.solver, self.alpha, self.thorough = solver, alpha, thorough
         self._cache: dict[bytes, Evaluation] = {}
+        self._jacobians: dict[bytes, np.ndarray] = {}
 
     def __call__(self, params: np.ndarray) -> Evaluation:
         key = params.tobytes()
@@ -265,23 +272,51 @@ class MemoisedMap:
                 self._cache[key] = self.solver.evaluate(params, self.alpha, self.thorough)
         return self._cache[key]
 
+    def jacobian(self, params: np.ndarray) -> np.ndarray:
+        """``dF/dx`` at ``params`` (the prox of this map's evaluation there)."""
+        key = params.tobytes()
+        if key not in self._jacobians:
+            with np.errstate(all="ignore"):
+                self._jacobians[key] = self.solver.map_jacobian(self(params), self.alpha)
+        return self._jacobians[key]
+
     def __len__(self) -> int:
         return len(self._cache)
 
 
-def scaled_residual(evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """``x -> (F(y) - y)[free] / (1 + |x|)``, ``y`` equal to ``base`` but ``x`` on the ``free`` entries: the
-    residual whose roots are the fixed points (THEORY.md sec. 4); a non-finite map gives a large
-    residual (1e6), not a warning."""
+class ScaledResidual:
+    """``G(x) = (F(y) - y)[free] / (1 + |x|)``, ``y`` equal to ``base`` but ``x`` on the ``free`` entries:
+    the residual whose roots are the fixed points (THEORY.md sec. 4), and its Jacobian from the map's
+    (:meth:`jacobian`); a non-finite map gives a large residual (1e6), not a warning."""
 
-    def residual(x: np.ndarray) -> np.ndarray:
-        full = base.copy()
-        full[free] = x
+    def __init__(self, evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray) -> None:
+        self.evaluate, self.free, self.base = evaluate, free, base
+
+    def _full(self, x: np.ndarray) -> np.ndarray:
+        full = self.base.copy()
+        full[self.free] = x
+        return full
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            g = evaluate(full).updated[free] - x
+            g = self.evaluate(self._full(x)).updated[self.free] - x
         return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
 
-    return residual
+    def jacobian(self, x: np.ndarray) -> np.ndarray | None:
+        """``dG/dx``: ``(dF/dx - I) / (1 + |x|)`` on the free entries, less ``G sign(x) / (1 + |x|)`` on
+        the diagonal; ``None`` where it is not finite."""
+        full = self._full(x)
+        scale = 1.0 + np.abs(x)
+        with np.errstate(all="ignore"):
+            g = (self.evaluate(full).updated[self.free] - x) / scale
+            jacobian = (self.evaluate.jacobian(full)[np.ix_(self.free, self.free)] - np.eye(x.size)) / scale[:, None]
+            jacobian -= np.diag(g * np.sign(x) / scale)
+        return jacobian if np.all(np.isfinite(jacobian)) else None
+
+
+def scaled_residual(evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray) -> ScaledResidual:
+    """The residual ``G`` of ``evaluate`` on the ``free`` entries of ``base`` (:class:`ScaledResidual`)."""
+    return ScaledResidual(evaluate, free, base)
 
 
 class SaddlePointSolver:
@@ -442,13 +477,17 @@ class SaddlePointSolver:
         entries = self.compiled.system.entries
         return float(max(params[i] for i, e in enumerate(entries) if e.family == "V" and e.entry[0] == e.entry[1]))
 
+    def _in_score_form(self, params: np.ndarray) -> bool:
+        """The conjugates at ``params`` are integrated in the score form: the settings ask for it and the
+        student does not vanish there (the score form divides by ``q``: :meth:`kernel_point`)."""
+        return self.settings.conjugate_form == "score" and not self.vanishes(params)
+
     def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
         """One application of the saddle-point map at ``params`` (``thorough``: all prox starts); at a
         vanishing student, its limit (:meth:`kernel_point`)."""
         point = self.kernel_point(params)
         z, value, grad = self.prox(params, thorough)
-        score = self.settings.conjugate_form == "score" and point is params
-        form = self.compiled.score if score else self.compiled.energetic
+        form = self.compiled.score if self._in_score_form(params) else self.compiled.energetic
         integrals = form(z, self.nodes, self.weights, point, self.consts)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
         updated = self.compiled.orders(conj, self.consts)
@@ -465,6 +504,34 @@ class SaddlePointSolver:
             value,
             integrals[2:],
         )
+
+    def map_jacobian(self, ev: Evaluation, alpha: float) -> np.ndarray:
+        """``dF/dx`` at the point of the evaluation ``ev``: the closed-form derivatives of the entropic and
+        conjugate updates times the derivative of the expectations ``E[dM/dX]`` in the order parameters,
+        with the prox of ``ev`` moving with them (:class:`~attnphase.replica.saddle_equations.
+        IntegrandDerivatives`): on the rule, the exact derivative of ``F`` wherever no node's prox changes
+        basin (tests/test_fixed_points.py compares it with differences of ``F``)."""
+        return self.compiled.order_jacobian(ev.conjugates, self.consts) @ self.conjugate_jacobian(ev, alpha)
+
+    def conjugate_jacobian(self, ev: Evaluation, alpha: float) -> np.ndarray:
+        """``d Xhat / dY``: the derivative of the energetic conjugates in the order parameters at the point
+        of the evaluation ``ev`` (:meth:`expectation_jacobian`, the conjugate updates closed form)."""
+        slope = self.compiled.conjugate_jacobian(np.array([alpha]), ev.expectations, self.consts)
+        return slope @ self.expectation_jacobian(ev)
+
+    def expectation_jacobian(self, ev: Evaluation) -> np.ndarray:
+        """``d E[dM*/dX] / dY`` (rows ``X``, columns ``Y``) at the point of the evaluation ``ev``, in the form
+        ``ev``'s expectations were integrated in, the prox of ``ev`` moving with the order parameters
+        (:class:`~attnphase.replica.saddle_equations.IntegrandDerivatives`): the Hessian of ``E[M*]``."""
+        c = self.compiled
+        kernel = c.score_jacobian if self._in_score_form(ev.params) else c.energetic_jacobian
+        return kernel(ev.z, self.nodes, self.weights, self.kernel_point(ev.params), self.consts)
+
+    def alpha_derivative(self, ev: Evaluation, alpha: float) -> np.ndarray:
+        """``dF/dalpha`` at the point of the evaluation ``ev`` (the expectations do not depend on alpha)."""
+        c = self.compiled
+        slope = c.conjugate_alpha_derivative(np.array([alpha]), ev.expectations, self.consts)
+        return c.order_jacobian(ev.conjugates, self.consts) @ slope
 
     def kink_correction(self, params: np.ndarray, z: np.ndarray, values: np.ndarray) -> float:
         """The correction of ``E[M*]`` for the kinks along lines (:mod:`saddle.line_correction`),
@@ -689,7 +756,7 @@ class SaddlePointSolver:
     def coarse(self) -> SaddlePointSolver | None:
         """The same solver on a Gauss-Hermite rule of half the order (``None`` if this rule
         is already that coarse): anchors are searched there, where evaluations are cheap."""
-        order = max(4, getattr(self.settings.quadrature, "order", 64) // 2)
+        order = max(COARSEST_ORDER, getattr(self.settings.quadrature, "order", 64) // 2)
         if getattr(self.settings.quadrature, "order", None) is not None and order >= self.settings.quadrature.order:
             return None
         if self._coarse is None:
@@ -767,19 +834,20 @@ class SaddlePointSolver:
     def tangent(self, point: FixedPoint, branch: Branch) -> np.ndarray | None:
         """The branch's direction at ``point``: ``dx/dalpha = -(dG/dx)^-1 dG/dalpha`` (zero on the
         entries the branch holds), with ``G`` the scaled residual ``(F(x) - x) / (1 + |x|)`` on its free
-        order parameters (THEORY.md sec. 4), both derivatives by forward differences of the quick map.
-        ``None`` where ``dG/dx`` is singular (a fold or a bifurcation) or a difference is not finite.
-        A continuation step from a single point predicts along it instead of from the point's own
-        values (:mod:`saddle.continuation`)."""
+        order parameters (THEORY.md sec. 4), both derivatives of the quick map in closed form
+        (:meth:`map_jacobian`, :meth:`alpha_derivative`). ``None`` where ``dG/dx`` is singular (a fold or
+        a bifurcation) or not finite. A continuation step from a single point predicts along it instead
+        of from the point's own values (:mod:`saddle.continuation`)."""
         free = self._moved_entries(point.values, branch)
-        here = scaled_residual(MemoisedMap(self, point.alpha, False), free, point.values)
-        step = TANGENT_STEP * point.alpha
-        ahead = scaled_residual(MemoisedMap(self, point.alpha + step, False), free, point.values)
+        evaluate = MemoisedMap(self, point.alpha, False)
         x = point.values[free]
-        g = here(x)
-        jacobian = self._finite_difference_jacobian(here, x, g)
+        jacobian = scaled_residual(evaluate, free, point.values).jacobian(x)
+        if jacobian is None:
+            return None
+        with np.errstate(all="ignore"):
+            drift = self.alpha_derivative(evaluate(point.values), point.alpha)[free] / (1.0 + np.abs(x))
         try:
-            slope = -np.linalg.solve(jacobian, (ahead(x) - g) / step)
+            slope = -np.linalg.solve(jacobian, drift)
         except np.linalg.LinAlgError:
             return None
         if not np.all(np.isfinite(slope)):
@@ -808,36 +876,48 @@ class SaddlePointSolver:
         return full, jac_out, len(evaluate), settled
 
     def root(self, residual, x0: np.ndarray, jacobian: np.ndarray | None = None):
-        """A root of ``residual`` from ``x0`` by the settings' ``method`` (Broyden from ``jacobian``
-        or a finite-difference one, then Powell's hybrid method if that falls short of the tolerance;
-        or damped iteration of ``x + residual``): the best iterate found and the final Jacobian
-        estimate, if any."""
+        """A root of ``residual`` from ``x0`` by the settings' ``method``: ``newton`` (the residual's own
+        Jacobian at every iterate, :meth:`ScaledResidual.jacobian`, where it has one, else as ``broyden``)
+        or ``broyden`` (Broyden's update of ``jacobian`` or of a first estimate), then Powell's hybrid
+        method if that falls short of the tolerance; or damped iteration of ``x + residual``. Returns the
+        best iterate found and the final Jacobian estimate, if any."""
         if self.settings.method == "damped":
             return self._damped(residual, x0), None
-        x, jac_out = self._broyden(residual, x0, jacobian) if self.settings.method == "broyden" else (None, None)
+        if self.settings.method == "hybr":
+            x, jac_out = None, None
+        else:
+            exact = self.settings.method == "newton" and hasattr(residual, "jacobian")
+            x, jac_out = self._quasi_newton(residual, x0, jacobian, exact)
         if x is None or np.abs(residual(x)).max() > self.settings.tolerance:
             begin = x0 if x is None else x
+            exact = getattr(residual, "jacobian", None) if self.settings.method == "newton" else None
+            jac = None if exact is None else (lambda y: self._jacobian(residual, y, residual(y)))
             sol = scipy.optimize.root(
-                residual, begin, method="hybr", options={"xtol": 1e-14, "maxfev": self.settings.max_evaluations}
+                residual,
+                begin,
+                jac=jac,
+                method="hybr",
+                options={"xtol": 1e-14, "maxfev": self.settings.max_evaluations},
             )
             if np.abs(residual(sol.x)).max() < np.abs(residual(begin)).max():
                 return sol.x, None
             return begin, jac_out
         return x, jac_out
 
-    def _broyden(self, residual, x0: np.ndarray, jacobian: np.ndarray | None):
-        """Quasi-Newton iteration with Broyden's good update and a backtracking step.
+    def _quasi_newton(self, residual, x0: np.ndarray, jacobian: np.ndarray | None, exact: bool):
+        """Newton's method (``exact``: the residual's Jacobian at every iterate) or Broyden's good update,
+        with a backtracking step.
 
-        A Jacobian carried over from a neighbouring point is trusted only while it leads: at the
-        first step that does not lower the residual, or if four steps have not lowered it tenfold,
-        it is replaced by a finite-difference estimate at the best iterate (once). Returns the best
-        iterate and the Jacobian estimate, or ``(None, None)`` if the iteration diverges.
+        Without ``exact``, a Jacobian carried over from a neighbouring point is trusted only while it
+        leads: at the first step that does not lower the residual, or if four steps have not lowered it
+        tenfold, it is replaced by a fresh estimate at the best iterate (once). Returns the best iterate
+        and the last Jacobian, or ``(None, None)`` if the iteration diverges.
         """
         x = x0.copy()
         g = residual(x)
-        carried = jacobian is not None
+        carried = jacobian is not None and not exact
         if not carried:
-            jacobian = self._finite_difference_jacobian(residual, x, g)
+            jacobian = self._jacobian(residual, x, g)
         best_norm, best_x, best_g, stalled, checkpoint = np.abs(g).max(), x, g, 0, np.abs(g).max()
         for iteration in range(self.settings.max_evaluations):
             if best_norm <= self.settings.tolerance:
@@ -845,9 +925,9 @@ class SaddlePointSolver:
             if carried and (stalled >= 1 or (iteration == 4 and best_norm > 0.1 * checkpoint)):
                 # the carried estimate does not lead to the root: estimate the Jacobian afresh
                 x, g, carried, stalled = best_x, best_g, False, 0
-                jacobian = self._finite_difference_jacobian(residual, x, g)
+                jacobian = self._jacobian(residual, x, g)
                 continue
-            if stalled >= 6:
+            if stalled >= (2 if exact else 6):
                 break
             if iteration % 8 == 7:  # less than a halving of the residual in 8 steps: give up
                 if best_norm > 0.5 * checkpoint:
@@ -865,7 +945,6 @@ class SaddlePointSolver:
                     break
                 t *= 0.5
             dx, dg = x_new - x, g_new - g
-            jacobian = jacobian + np.outer(dg - jacobian @ dx, dx) / max(float(dx @ dx), 1e-300)
             x, g = x_new, g_new
             norm = np.abs(g).max()
             if norm < best_norm:
@@ -874,7 +953,19 @@ class SaddlePointSolver:
                 stalled += 1
             if not np.isfinite(norm) or norm > 1e3 * max(best_norm, 1e-3):
                 return None, None
+            if not exact:
+                jacobian = jacobian + np.outer(dg - jacobian @ dx, dx) / max(float(dx @ dx), 1e-300)
+            elif norm > self.settings.tolerance:
+                jacobian = self._jacobian(residual, x, g)
         return best_x, jacobian
+
+    @classmethod
+    def _jacobian(cls, residual, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """``d residual / dx`` at ``x`` (where it is ``g``): the residual's own (:meth:`ScaledResidual.jacobian`)
+        where it has one and it is finite, else forward differences."""
+        exact = getattr(residual, "jacobian", None)
+        jacobian = exact(x) if exact is not None else None
+        return jacobian if jacobian is not None else cls._finite_difference_jacobian(residual, x, g)
 
     @staticmethod
     def _finite_difference_jacobian(residual, x: np.ndarray, g: np.ndarray) -> np.ndarray:

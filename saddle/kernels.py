@@ -28,6 +28,7 @@ TEMPLATE_CONSTANTS = {"_MAX_HALVINGS": _MAX_HALVINGS, "BLOCK": BLOCK}
 # ---------------------------------------------------------------- placeholders, bound per model
 K = 1  # number of prox variables z
 SIZE = 1  # number of integrands of an integral kernel
+P = 1  # number of order parameters (rows and columns of a Jacobian kernel)
 INVARIANTS = 1  # number of the envelope's terms that depend on the node only
 
 
@@ -48,6 +49,13 @@ def derivatives(z, a, out):  # pragma: no cover - placeholder
 
 def integrand(*arrays_then_out):  # pragma: no cover - placeholder
     """``SIZE`` integrands at one node, into the last argument."""
+    raise NotImplementedError
+
+
+def pieces(z, node, params, consts, out):  # pragma: no cover - placeholder
+    """At one node, row-major into ``out``: ``partial_Y f_X`` (``P*P``), ``partial_z f_X`` (``P*K``),
+    ``d^2 M / dz dY`` (``K*P``) and the Hessian of ``M`` in ``z`` (``K*K``)
+    (:class:`attnphase.replica.saddle_equations.IntegrandDerivatives`)."""
     raise NotImplementedError
 
 
@@ -101,6 +109,33 @@ def _newton_direction(gh, k, step):  # pragma: no cover - compiled
     lam_min = np.linalg.eigvalsh(hm)[0]
     shift = max(0.0, floor - lam_min)
     step[:] = -np.linalg.solve(hm + shift * np.eye(k), gh[:k])
+
+
+def _solve_in_place(a, b, k, m):  # pragma: no cover - compiled
+    """``b <- a^-1 b`` for ``a (k, k)`` and ``b (k, m)``, by Gaussian elimination with partial pivoting
+    (``a`` is overwritten); a singular ``a`` gives non-finite entries."""
+    for col in range(k):
+        pivot = col
+        for row in range(col + 1, k):
+            if abs(a[row, col]) > abs(a[pivot, col]):
+                pivot = row
+        if pivot != col:
+            for j in range(k):
+                a[col, j], a[pivot, j] = a[pivot, j], a[col, j]
+            for j in range(m):
+                b[col, j], b[pivot, j] = b[pivot, j], b[col, j]
+        for row in range(col + 1, k):
+            factor = a[row, col] / a[col, col]
+            for j in range(col, k):
+                a[row, j] -= factor * a[col, j]
+            for j in range(m):
+                b[row, j] -= factor * b[col, j]
+    for col in range(k - 1, -1, -1):
+        for j in range(m):
+            total = b[col, j]
+            for i in range(col + 1, k):
+                total -= a[col, i] * b[i, j]
+            b[col, j] = total / a[col, col]
 
 
 # ---------------------------------------------------------------- the prox
@@ -230,5 +265,38 @@ def integral_kernel(nodes, weights, params, consts):  # pragma: no cover - compi
     return partial.sum(axis=0)
 
 
-#: Templates every generated module holds, in dependency order: the helpers, then the prox.
-PROX_TEMPLATES = (_max_abs, _column, _dot, _newton_direction, refine, prox_kernel)
+def jacobian_kernel(z, nodes, weights, params, consts):  # pragma: no cover - compiled
+    """``sum_i w_i d f_X / dY`` at the prox ``z`` -> ``(P*P,)`` row-major: the integrands' explicit
+    derivative less their slope in ``z`` times the prox's sensitivity ``H^-1 d^2M/dz dY`` (implicit
+    function theorem; :func:`pieces`), summed per block of ``BLOCK`` nodes."""
+    dimension, n = nodes.shape
+    n_blocks = (n + BLOCK - 1) // BLOCK
+    partial = np.zeros((n_blocks, P * P))
+    along, mixed, hessian = P * P, P * P + P * K, P * P + 2 * P * K
+    for b in numba.prange(n_blocks):
+        node = np.empty(dimension)
+        zi = np.empty(K)
+        out = np.empty(P * P + 2 * P * K + K * K)
+        h = np.empty((K, K))
+        sensitivity = np.empty((K, P))
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            _column(nodes, i, node)
+            _column(z, i, zi)
+            pieces(zi, node, params, consts, out)
+            for j in range(K):
+                for k in range(K):
+                    h[j, k] = out[hessian + j * K + k]
+                for y in range(P):
+                    sensitivity[j, y] = out[mixed + j * P + y]
+            _solve_in_place(h, sensitivity, K, P)
+            for x in range(P):
+                for y in range(P):
+                    value = out[x * P + y]
+                    for j in range(K):
+                        value -= out[along + x * K + j] * sensitivity[j, y]
+                    partial[b, x * P + y] += weights[i] * value
+    return partial.sum(axis=0)
+
+
+#: Templates every generated module holds as they are, in dependency order: the helpers, then the prox.
+SHARED_TEMPLATES = (_max_abs, _column, _dot, _newton_direction, _solve_in_place, refine, prox_kernel)

@@ -108,9 +108,10 @@ class ConstrainedSolver:
 
     The unknowns are the free order parameters and one multiplier per fixed entry; the equations are
     ``F(x) = x`` on the free entries, with the multipliers in place of the fixed entries' energetic
-    conjugates, and ``order_updates[X] = X0`` on the fixed ones. Each solve starts from the Jacobian
-    estimate of the previous one, so a sequence of neighbouring points (a grid, the columns of a
-    Hessian) is solved as a continuation.
+    conjugates, and ``order_updates[X] = X0`` on the fixed ones; their Jacobian is closed form
+    (:meth:`_equations_jacobian`), so Newton's method solves them like the fixed points' (with the
+    settings' ``method``; a Broyden search starts from the previous solve's Jacobian estimate, so a
+    sequence of neighbouring points, a grid or the columns of a Hessian, is solved as a continuation).
     """
 
     def __init__(self, solver: SaddlePointSolver, fixed: Sequence[str]) -> None:
@@ -159,11 +160,7 @@ class ConstrainedSolver:
         unknowns = np.concatenate([start[self.free], multipliers])
         for thorough in (False, True):
             evaluate = MemoisedMap(self.solver, alpha, thorough)
-
-            def residual(u: np.ndarray, evaluate=evaluate) -> np.ndarray:
-                g = self._equations(evaluate(self._params(u[: self.free.sum()], held, start)), u, held)
-                return g if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
-
+            residual = _ConstrainedResidual(self, evaluate, held, start)
             unknowns, jacobian = self.solver.root(residual, unknowns, None if thorough else self._jacobian)
             if not thorough and jacobian is not None:
                 self._jacobian = jacobian
@@ -183,6 +180,24 @@ class ConstrainedSolver:
         conjugates = ev.conjugates.copy()
         conjugates[self.fixed_index] = multipliers
         return conjugates
+
+    def _equations_jacobian(self, ev: Evaluation, alpha: float, unknowns: np.ndarray, held: np.ndarray) -> np.ndarray:
+        """``d _equations / d unknowns`` at the evaluation ``ev`` at ``alpha``: the multipliers replace the
+        fixed entries' conjugates, the other conjugates move with the free entries
+        (:meth:`SaddlePointSolver.conjugate_jacobian`), and the entropic update is closed form."""
+        solver, n_free = self.solver, int(self.free.sum())
+        x, multipliers = unknowns[:n_free], unknowns[n_free:]
+        conjugates = self._conjugates(ev, multipliers)
+        moved = np.zeros((len(solver.names), unknowns.size))  # d conjugates / d unknowns
+        moved[:, :n_free] = solver.conjugate_jacobian(ev, alpha)[:, self.free]
+        moved[self.fixed_index] = 0.0
+        moved[self.fixed_index, n_free + np.arange(self.fixed_index.size)] = 1.0
+        orders = solver.compiled.order_jacobian(conjugates, solver.consts) @ moved
+        scale = 1.0 + np.abs(x)
+        gap = solver.compiled.orders(conjugates, solver.consts)[self.free] - x
+        top = orders[self.free] / scale[:, None]
+        top[:, :n_free] -= np.diag((1.0 + gap * np.sign(x) / scale) / scale)
+        return np.vstack([top, orders[self.fixed_index] / (1.0 + np.abs(held))[:, None]])
 
     def _equations(self, ev: Evaluation, unknowns: np.ndarray, held: np.ndarray) -> np.ndarray:
         """The scaled residuals of the free entries' updates and of the constraints."""
@@ -379,3 +394,25 @@ def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int],
     bound = solver.overlap_bounds(values)[list(index)]
     by_family: Mapping[str, float] = {f: bound[np.array(families) == f].max() for f in set(families)}
     return np.array([b if b > 0 else by_family[f] or 1.0 for b, f in zip(bound, families, strict=True)])
+
+
+class _ConstrainedResidual:
+    """The constrained equations (:meth:`ConstrainedSolver._equations`) as a function of the unknowns
+    (free entries, then multipliers), with their Jacobian; 1e6 where they are not finite."""
+
+    def __init__(self, owner: ConstrainedSolver, evaluate: MemoisedMap, held: np.ndarray, like: np.ndarray) -> None:
+        self.owner, self.evaluate, self.held, self.like = owner, evaluate, held, like
+
+    def _evaluation(self, unknowns: np.ndarray) -> Evaluation:
+        return self.evaluate(self.owner._params(unknowns[: self.owner.free.sum()], self.held, self.like))
+
+    def __call__(self, unknowns: np.ndarray) -> np.ndarray:
+        g = self.owner._equations(self._evaluation(unknowns), unknowns, self.held)
+        return g if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
+
+    def jacobian(self, unknowns: np.ndarray) -> np.ndarray | None:
+        """``d/d unknowns`` of the equations; ``None`` where it is not finite."""
+        with np.errstate(all="ignore"):
+            ev = self._evaluation(unknowns)
+            jacobian = self.owner._equations_jacobian(ev, self.evaluate.alpha, unknowns, self.held)
+        return jacobian if np.all(np.isfinite(jacobian)) else None

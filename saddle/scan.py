@@ -26,7 +26,7 @@ from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_bran
 from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.switching import along_ray
+from attnphase.saddle.switching import anchor
 from attnphase.saddle.thresholds import (
     ABSENT,
     Threshold,
@@ -109,26 +109,15 @@ def run_scan(
 
 
 def _anchor_search(solver: SaddlePointSolver, branch: Branch, traces: dict[str, BranchTrace]):
-    """The anchor search for ``branch`` at an alpha: :meth:`SaddlePointSolver.anchor`, and if that
-    lands elsewhere, a ray (:func:`saddle.switching.along_ray`) from each converged point at that
-    alpha of every traced branch that holds one more family at zero, along that family."""
-    subspaces = [
-        (traces[b.name], (set(b.zero) - set(branch.zero)).pop())
-        for b in solver.branches
-        if b.name in traces and set(branch.zero) < set(b.zero) and len(b.zero) == len(branch.zero) + 1
-    ]
+    """The anchor search for ``branch`` at an alpha (:func:`saddle.switching.anchor`), its rays starting
+    from the converged points at that alpha of the traced branches it contains."""
 
     def search(alpha: float) -> FixedPoint:
-        found = solver.anchor(alpha, branch)
-        if solver.on_branch(found, branch):
-            return found
-        for trace, family in subspaces:
-            for point in trace.converged():
-                if point.alpha == alpha and point.sheet == 0:
-                    met = along_ray(solver, point, family, branch)
-                    if met is not None:
-                        return met
-        return found
+        def subspace_points(subspace: Branch) -> list[FixedPoint]:
+            trace = traces.get(subspace.name)
+            return [] if trace is None else [p for p in trace.converged() if p.alpha == alpha and p.sheet == 0]
+
+        return anchor(solver, alpha, branch, subspace_points)
 
     return search
 

@@ -25,6 +25,8 @@ solver's rule.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 import scipy.optimize
 
@@ -35,6 +37,35 @@ from attnphase.saddle.landscape import ConstrainedPoint, ConstrainedSolver
 
 #: The ray's steps, as fractions of the family's Cauchy-Schwarz bound.
 RAY = (0.005, 0.01, 0.02, 0.04, 0.07, 0.11, 0.16, 0.22, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+#: The converged points of a subspace branch a ray may start from, at the anchor's alpha.
+SubspacePoints = Callable[[Branch], Sequence[FixedPoint]]
+
+
+def anchor(
+    solver: SaddlePointSolver, alpha: float, branch: Branch, subspace_points: SubspacePoints | None = None
+) -> FixedPoint:
+    """A first point of ``branch`` at ``alpha``: the seeded search (:meth:`SaddlePointSolver.anchor`), and
+    where that lands on another branch, a ray (:func:`along_ray`) from each point of every branch that
+    holds one more overlap family at zero, along that family, until one meets ``branch``.
+    ``subspace_points(b)``: the converged points of such a branch ``b`` at ``alpha`` (a scan's traces);
+    by default the anchor of ``b`` found the same way. If nothing meets the branch, the seeded search's
+    point is returned, labelled by what it converged to."""
+    found = solver.anchor(alpha, branch)
+    if solver.on_branch(found, branch):
+        return found
+    for subspace in solver.branches:
+        if not (set(branch.zero) < set(subspace.zero) and len(subspace.zero) == len(branch.zero) + 1):
+            continue
+        (family,) = set(subspace.zero) - set(branch.zero)
+        points = [anchor(solver, alpha, subspace)] if subspace_points is None else subspace_points(subspace)
+        for point in points:
+            if point.converged and family not in solver.nonzero_families(point.values):
+                met = along_ray(solver, point, family, branch)
+                if met is not None:
+                    return met
+    return found
 
 
 def along_ray(solver: SaddlePointSolver, point: FixedPoint, family: str, target: Branch) -> FixedPoint | None:

@@ -25,6 +25,7 @@ from attnphase.saddle.landscape import (
 )
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.switching import anchor
 
 SETTINGS = SolverSettings(quadrature=GaussHermite(14), test_quadrature=GaussHermite(14))
 #: (omega, sigma, lambda, A, alpha): the paper's setting and three others
@@ -172,7 +173,7 @@ def test_stability_of_the_branches_at_the_first_order_transition(paper, position
     assert semantic.branch == "semantic" and semantic.stable
     agnostic = assess(paper, paper.anchor(1.25, paper.branch("agnostic")))
     assert not agnostic.stable and agnostic.curvature["m"] < 0 and agnostic.curvature["theta"] < 0
-    mixed = paper.anchor(1.25, paper.branch("mixed"))
+    mixed = anchor(paper, 1.25, paper.branch("mixed"))
     assert mixed.branch == "mixed"
     eigenvalues = np.linalg.eigvalsh(stability(paper, mixed).hessian)
     assert eigenvalues[0] < 0 < eigenvalues[1]

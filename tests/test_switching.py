@@ -15,7 +15,7 @@ from attnphase.replica.declaration import paper_model
 from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.scan import make_solver, run_scan
-from attnphase.saddle.switching import along_ray
+from attnphase.saddle.switching import along_ray, anchor
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +23,13 @@ def omega_02():
     return make_solver(paper_model(omega=0.2))
 
 
-def test_the_ray_meets_the_mixed_point_the_seeded_anchor_finds(paper_solver):
-    """At omega = 0.3, alpha = 1.25 the seeded search finds the mixed point; the ray from the
+def test_the_ray_meets_the_mixed_point_the_seeded_anchor_finds(omega_02):
+    """At omega = 0.2, alpha = 1.3 the seeded search finds the mixed point; the ray from the
     positional point along theta meets the same point."""
-    seeded = paper_solver.anchor(1.25, paper_solver.branch("mixed"))
+    seeded = omega_02.anchor(1.3, omega_02.branch("mixed"))
     assert seeded.converged and seeded.branch == "mixed"
-    positional = paper_solver.anchor(1.25, paper_solver.branch("positional"))
-    met = along_ray(paper_solver, positional, "theta", paper_solver.branch("mixed"))
+    positional = omega_02.anchor(1.3, omega_02.branch("positional"))
+    met = along_ray(omega_02, positional, "theta", omega_02.branch("mixed"))
     assert met is not None
     np.testing.assert_allclose(met.values, seeded.values, rtol=1e-5, atol=1e-7)
 
@@ -46,15 +46,22 @@ def test_at_omega_0_2_the_ray_finds_the_barrier_between_the_two_minima(omega_02)
     assert assess(solver, mixed).stable is False
 
 
-def test_the_scan_finds_the_mixed_branch_where_the_seeded_anchors_miss_it(omega_02):
-    """At omega = 0.2 the seeded anchors of the mixed branch land on the positional and semantic
-    points; the scan's anchor search goes on along rays and finds the mixed branch."""
-    seeded = [omega_02.anchor(1.3, omega_02.branch("mixed"))]
-    assert all(p.branch != "mixed" for p in seeded)
-    solution = run_scan(omega_02, [1.3], reference_error=0.0, stability=False)
+def test_the_scan_finds_the_mixed_branch_where_the_seeded_anchors_miss_it(paper_solver):
+    """At omega = 0.3, alpha = 1.25 the seeded anchor of the mixed branch lands on the positional point;
+    the scan's anchor search goes on along rays and finds the mixed branch, and so does the anchor
+    search of a single point (``fixed_point``, the landscape's), from the anchors of the branches it
+    contains."""
+    solver = paper_solver.renewed()
+    mixed_branch = solver.branch("mixed")
+    seeded = solver.anchor(1.25, mixed_branch)
+    assert seeded.branch != "mixed"
+    solution = run_scan(solver, [1.25], reference_error=0.0, stability=False)
     mixed = solution.traces["mixed"].converged()
-    assert [p.alpha for p in mixed] == [1.3]
+    assert [p.alpha for p in mixed] == [1.25]
     assert all(p.branch == "mixed" for p in mixed)
+    alone = anchor(solver.renewed(), 1.25, mixed_branch)
+    assert alone.converged and alone.branch == "mixed"
+    np.testing.assert_allclose(alone.values, mixed[0].values, rtol=1e-5, atol=1e-7)
 
 
 def test_where_the_secant_start_misses_brents_root_finds_the_point(omega_02, monkeypatch):
