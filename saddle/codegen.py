@@ -17,6 +17,7 @@ only; nothing user-supplied is ever evaluated.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import inspect
 import os
@@ -124,16 +125,69 @@ class ModuleSource:
         text = self.text
         stamp = f"{text}\n# numba {numba.__version__} python {sys.version_info[:2]}"
         digest = hashlib.sha256(stamp.encode()).hexdigest()[:20]
-        path = _write_once(f"kernels_{digest}.py", text)
-        name = f"attnphase_kernels_{digest}"
-        if name in sys.modules:
-            return sys.modules[name]
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
+        return _import(_write_once(f"kernels_{digest}.py", text))
+
+
+class Recipe:
+    """What a generated module is made from: ``parts`` (the printed expressions it is generated from),
+    the code that generates it (this module, :mod:`saddle.kernels`, :mod:`saddle.compiled` and the
+    derivation in :mod:`attnphase.replica.saddle_equations`) and the versions of python, sympy and
+    numba. A module generated once is remembered under the hash of its recipe (``recipe_<hash>``
+    holds its file name), so a later process loads it without generating it again (the
+    common-subexpression elimination of its expressions takes seconds); any change to a part, to that
+    code or to a version is another recipe, generated afresh."""
+
+    def __init__(self, parts: Sequence[str]) -> None:
+        generators = [_source_of(name) for name in _GENERATORS]
+        versions = f"python {sys.version_info[:2]} sympy {sp.__version__} numba {numba.__version__}"
+        digest = hashlib.sha256()
+        for part in [*parts, *generators, versions]:
+            digest.update(hashlib.sha256(part.encode()).digest())
+        self.name = f"recipe_{digest.hexdigest()[:20]}"
+
+    def load(self) -> ModuleType | None:
+        """The module remembered for this recipe, if its file is still there."""
+        index = cache_directory() / self.name
+        try:
+            path = cache_directory() / index.read_text().strip()
+        except OSError:
+            return None
+        return _import(path) if path.is_file() else None
+
+    def remember(self, module: ModuleType) -> None:
+        """Remember ``module`` (a generated module) for this recipe; nothing if the cache is not writable."""
+        path = Path(str(module.__file__))
+        if path.parent == cache_directory():
+            try:
+                _write_once(self.name, path.name)
+            except OSError:
+                pass
+
+
+#: The modules whose code generates a kernel module (:class:`Recipe`).
+_GENERATORS = (
+    "attnphase.saddle.codegen",
+    "attnphase.saddle.kernels",
+    "attnphase.saddle.compiled",
+    "attnphase.replica.saddle_equations",
+)
+
+
+def _source_of(module_name: str) -> str:
+    return Path(str(importlib.import_module(module_name).__file__)).read_text()
+
+
+def _import(path: Path) -> ModuleType:
+    """The generated module at ``path``, imported once per process under a name from its file name."""
+    name = f"attnphase_{path.stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _write_once(filename: str, text: str) -> Path:

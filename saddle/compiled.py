@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from types import ModuleType
 
 import numpy as np
 import sympy as sp
 
 from attnphase.replica.saddle_equations import ReplicaSystem
 from attnphase.saddle import kernels
-from attnphase.saddle.codegen import ModuleSource
+from attnphase.saddle.codegen import ModuleSource, Recipe
 
 
 def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Expr]) -> Callable[..., np.ndarray]:
@@ -128,7 +129,7 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     z, nodes = system.z, system.nodes
     params, conj, consts = system.parameters.symbols, system.parameters.conjugates, system.constants
     k, n_params = len(z), len(params)
-    module = _generate(system).load()
+    module = _kernel_module(system)
 
     starts_flat = _lambdify_vector([nodes, params, consts], [x for start in system.prox_starts for x in start])
     expectations = [system.expectations[s] for s in params]
@@ -172,6 +173,29 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
             [[system.alpha], expectations, consts], list(system.conjugate_alpha_derivative)
         ),
     )
+
+
+def _kernel_module(system: ReplicaSystem) -> ModuleType:
+    """The generated kernel module of ``system``: the one made before for the same recipe
+    (:class:`~attnphase.saddle.codegen.Recipe`: the expressions the generator reads, its code and the
+    library versions), else generated (:func:`_generate`) and remembered under its recipe."""
+    recipe = Recipe(_recipe_parts(system))
+    module = recipe.load()
+    if module is None:
+        module = _generate(system).load()
+        recipe.remember(module)
+    return module
+
+
+def _recipe_parts(system: ReplicaSystem) -> list[str]:
+    """Everything :func:`_generate` reads of ``system``, printed exactly (``sympy.srepr``); the rest of
+    what it generates (gradient, Hessian, the integrands' derivatives) is derived from these by the
+    code the recipe also holds."""
+    symbols = (system.z, system.nodes, system.parameters.symbols, system.constants)
+    expressions = [system.envelope, system.loss, system.test_error_integrand]
+    expressions += [system.energetic_integrands[x] for x in system.parameters.symbols]
+    expressions += [e for x in system.parameters.symbols for e in system.score_integrands[x]]
+    return [sp.srepr(group) for group in (*symbols, *expressions)] + [repr(kernels.TEMPLATE_CONSTANTS)]
 
 
 def _generate(system: ReplicaSystem) -> ModuleSource:

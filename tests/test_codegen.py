@@ -1,5 +1,6 @@
 """Generated kernel modules: correct code, one file per distinct source, machine code cached
-on disk so that a new process does not compile the same model again (saddle/codegen.py)."""
+on disk and the module remembered under its recipe, so that a new process neither generates nor
+compiles the same model again (saddle/codegen.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from attnphase.saddle.codegen import ModuleSource, cache_directory
+from attnphase.saddle.codegen import ModuleSource, Recipe, cache_directory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,7 +142,39 @@ def test_the_generated_source_is_the_same_in_every_process(tmp_path):
     generated source must not (else two processes compute with different roundings, and a resumed
     scan differs from an uninterrupted one in the last digits)."""
     modules = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}
+    for seed in ("1", "2"):  # a cache directory each, so that both generate the module
+        cache = tmp_path / seed
+        env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}
         modules.append(_run(SOURCE_NAME, env)["modules"])
+        assert len(list(cache.glob("recipe_*"))) == 1
     assert modules[0] == modules[1] and len(modules[0]) == 1
+    recipes = {next((tmp_path / seed).glob("recipe_*")).name for seed in ("1", "2")}
+    assert len(recipes) == 1  # the recipe is the same in every process too
+
+
+REMEMBERED = """
+import json
+import attnphase.saddle.compiled as compiled
+from attnphase.replica.declaration import paper_model
+from attnphase.replica.saddle_equations import derive
+
+def refuse(system):
+    raise AssertionError("generated again")
+
+compiled._generate = refuse
+system = compiled.compile_system(derive(paper_model()))
+print(json.dumps({"module": system.prox.__module__}))
+"""
+
+
+def test_a_new_process_loads_the_generated_module_by_its_recipe(tmp_path):
+    """The first process generates the paper's kernel module and remembers it under its recipe; a
+    second process with the same cache loads it without generating (the generator is made to fail
+    there); a recipe with another expression is another name."""
+    env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    first = _run(SOURCE_NAME, env)["modules"]
+    again = _run(REMEMBERED, env)["module"]
+    assert [again] == first
+    x = sp.Symbol("x", real=True)
+    assert Recipe([sp.srepr(x)]).name != Recipe([sp.srepr(x + 1)]).name
+    assert Recipe([sp.srepr(x)]).name == Recipe([sp.srepr(x)]).name
