@@ -343,6 +343,7 @@ class SaddlePointSolver:
         self._folds: dict[tuple[bool, ...], Fold | None] = {}
         self._warm: dict[tuple[bool, ...], np.ndarray] = {}  # last thorough prox per zero pattern
         self._lines: LineCorrection | None = None
+        self._rhos: dict[tuple[int, bytes], float] = {}  # rho per covariance class and constants
 
     # ------------------------------------------------------------------ the map F
     def prox(self, params: np.ndarray, thorough: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -616,8 +617,13 @@ class SaddlePointSolver:
         return x
 
     def _rho(self, group: int) -> float:
-        system = self.compiled.system
-        return float(system.teacher_overlap[group].subs(dict(zip(system.constants, self.consts, strict=True))))
+        """``rho`` of covariance class ``group`` at this solver's constants (remembered per constants)."""
+        key = (group, self.consts.tobytes())
+        if key not in self._rhos:
+            system = self.compiled.system
+            values = dict(zip(system.constants, self.consts, strict=True))
+            self._rhos[key] = float(system.teacher_overlap[group].subs(values))
+        return self._rhos[key]
 
     def with_constants(self, values: Mapping[str, float]) -> SaddlePointSolver:
         """This solver with some of the declaration's named constants (``AttentionModel.constants()``,
