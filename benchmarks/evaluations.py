@@ -6,7 +6,8 @@ Counts are independent of the machine's load, unlike timings, so they compare co
 on a shared machine. Every evaluation of ``F`` (:meth:`SaddlePointSolver.evaluate`) is counted
 by the Gauss-Hermite order of the solver making it (the scan's rule and the coarser rules its
 anchors and rays are searched on) and by kind (``quick``: the two ``+-omega`` prox starts and the
-warm start, inside root searches; ``thorough``: every prox start, to verify a point), with its
+warm start, inside root searches; ``thorough``: every prox start, to verify a point; ``jacobian``: a
+pass over the nodes integrating the map's Jacobian at an evaluation's prox), with its
 process CPU time (numba on one thread, so the CPU time is the work done). Two measurements:
 
 - ``scan``: every branch of the paper's model at omega = 0.35 over alpha = 0.5, 0.75, ..., 2.5 on
@@ -38,30 +39,41 @@ SCAN_ALPHAS = np.round(0.5 + 0.25 * np.arange(9), 10)
 
 
 class EvaluationCounter:
-    """Counts and CPU seconds of :meth:`SaddlePointSolver.evaluate`, by rule order and kind."""
+    """Counts and CPU seconds of :meth:`SaddlePointSolver.evaluate` by rule order and kind, and of the
+    passes that integrate the map's Jacobian (:meth:`SaddlePointSolver.expectation_jacobian`)."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.seconds: Counter[str] = Counter()
         self._evaluate = SaddlePointSolver.evaluate
+        self._jacobian = SaddlePointSolver.expectation_jacobian
+
+    def _counted(self, key: str, function, *args):
+        start = time.process_time()
+        try:
+            return function(*args)
+        finally:
+            self.counts[key] += 1
+            self.seconds[key] += time.process_time() - start
 
     def __enter__(self) -> EvaluationCounter:
         counter = self
 
         def evaluate(solver, params, alpha, thorough=True):
             key = f"order {solver.settings.quadrature.order}, {'thorough' if thorough else 'quick'}"
-            start = time.process_time()
-            try:
-                return counter._evaluate(solver, params, alpha, thorough)
-            finally:
-                counter.counts[key] += 1
-                counter.seconds[key] += time.process_time() - start
+            return counter._counted(key, counter._evaluate, solver, params, alpha, thorough)
+
+        def expectation_jacobian(solver, ev):
+            key = f"order {solver.settings.quadrature.order}, jacobian"
+            return counter._counted(key, counter._jacobian, solver, ev)
 
         SaddlePointSolver.evaluate = evaluate
+        SaddlePointSolver.expectation_jacobian = expectation_jacobian
         return self
 
     def __exit__(self, *_exc) -> None:
         SaddlePointSolver.evaluate = self._evaluate
+        SaddlePointSolver.expectation_jacobian = self._jacobian
 
     def snapshot(self) -> dict[str, object]:
         """The counts and CPU seconds so far, and their totals."""

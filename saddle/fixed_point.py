@@ -54,6 +54,9 @@ CURVATURE_PREFIX = "curvature_"
 #: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
 NEGLIGIBLE_OVERLAP = 1e-3
 
+#: Thorough proxes a solver and its renewed copies remember (:meth:`SaddlePointSolver._thorough_prox`).
+THOROUGH_MEMORY = 4
+
 #: The lowest Gauss-Hermite order anchors are searched on (:meth:`SaddlePointSolver.coarse`): on order 4
 #: (256 nodes in four dimensions) the map is too rough for the seeded searches to converge, and the
 #: semantic anchor of the paper's model with the other target A at alpha = 2 was lost that way.
@@ -342,6 +345,7 @@ class SaddlePointSolver:
         self._coarse: SaddlePointSolver | None = None
         self._folds: dict[tuple[bool, ...], Fold | None] = {}
         self._warm: dict[tuple[bool, ...], np.ndarray] = {}  # last thorough prox per zero pattern
+        self._thorough: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._lines: LineCorrection | None = None
         self._rhos: dict[tuple[int, bytes], float] = {}  # rho per covariance class and constants
 
@@ -374,12 +378,32 @@ class SaddlePointSolver:
             scale = np.sqrt(self._largest_response(params))
             shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
             starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
-        z, value, grad = self.prox_from(nodes, params, starts, tolerance)
+        if thorough:
+            z, value, grad = self._thorough_prox(nodes, params, starts, tolerance)
+        else:
+            z, value, grad = self.prox_from(nodes, params, starts, tolerance)
         if thorough and s.warm_start:
             self._warm[pattern] = z
         if fold is None:
             return z, value, grad
         return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
+
+    def _thorough_prox(
+        self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`prox_from` with every start, remembered for the last ``THOROUGH_MEMORY`` points: it depends
+        on the point and the constants only (the starts are fixed), so the stability assessment of a
+        point just verified, or a point verified twice, costs no second prox. The memory is shared with
+        the solver's renewed copies (:meth:`renewed`), whose results it therefore does not change."""
+        key = (params.tobytes(), self.consts.tobytes())
+        if key not in self._thorough:
+            found = self.prox_from(nodes, params, starts, tolerance)
+            for array in found:
+                array.setflags(write=False)  # shared by every caller
+            self._thorough[key] = found
+            while len(self._thorough) > THOROUGH_MEMORY:
+                del self._thorough[next(iter(self._thorough))]
+        return self._thorough[key]
 
     def prox_from(
         self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float | None = None
@@ -645,8 +669,9 @@ class SaddlePointSolver:
 
     def renewed(self) -> SaddlePointSolver:
         """This solver without the memory of what it solved before: the same kernels, rule, settings and
-        constants, and the same symmetry folds (found at generic points, whatever was solved), but no
-        warm prox starts, no cached symmetric points and a new coarse solver. What a renewed solver
+        constants, the same symmetry folds (found at generic points, whatever was solved) and the same
+        memory of thorough proxes (a function of the point alone), but no warm prox starts, no cached
+        symmetric points and a new coarse solver. What a renewed solver
         computes depends only on what it is asked, so a scan's branch traced on one is reproduced
         exactly when the scan is resumed (:func:`saddle.scan.run_scan`)."""
         other = copy.copy(self)
