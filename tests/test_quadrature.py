@@ -9,8 +9,11 @@ against an independent scrambled-Sobol estimate; benchmarks/quadrature.py measur
 
 from __future__ import annotations
 
+from functools import reduce
+
 import numpy as np
 import pytest
+from numpy.polynomial.hermite_e import hermegauss
 
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.branches import Branch
@@ -45,6 +48,35 @@ def test_pruning_drops_negligible_weight_and_renormalises():
     assert points.shape[1] < 16**4 // 4
     assert rule.pruned_weight(4) < 1e-6
     assert weights.sum() == pytest.approx(1.0, abs=1e-14)
+
+
+@pytest.mark.parametrize(("order", "dimension", "prune"), [(20, 4, 1e-8), (9, 3, 1e-4), (5, 5, 1e-3), (7, 2, 0.0)])
+def test_the_grown_rule_is_the_pruned_full_grid(order, dimension, prune):
+    """The rule grown a dimension at a time keeps exactly the nodes of the materialised grid whose
+    product weight reaches ``prune`` times the largest, in the same order, with the same weights."""
+    x, w = hermegauss(order)
+    w = w / w.sum()
+    full = reduce(np.multiply.outer, [w] * dimension).ravel()
+    keep = np.flatnonzero(full >= prune * full.max())
+    grid = np.stack(np.meshgrid(*[x] * dimension, indexing="ij")).reshape(dimension, -1)
+    rule = GaussHermite(order, prune)
+    points, weights = rule.nodes(dimension)
+    np.testing.assert_array_equal(points, grid[:, keep])
+    np.testing.assert_allclose(weights, full[keep] / full[keep].sum(), rtol=1e-14)
+    assert rule.pruned_weight(dimension) == pytest.approx(full.sum() - full[keep].sum(), abs=1e-15)
+    assert rule.size(dimension) == keep.size
+
+
+def test_six_dimensions_at_order_20_need_no_full_grid():
+    """``20**6 = 6.4e7`` nodes before pruning, 3 % of them kept, and the rule still integrates a
+    Gaussian's moment generating function ``E[exp(a . n)] = exp(|a|^2 / 2)`` to its pruned weight."""
+    rule = GaussHermite(20)
+    points, weights = rule.nodes(6)
+    assert points.shape == (6, 2_126_528)
+    a = np.array([0.3, -0.2, 0.1, 0.25, -0.15, 0.05])
+    assert weights @ np.exp(a @ points) == pytest.approx(np.exp(a @ a / 2), rel=1e-6)
+    assert weights @ points[0] ** 2 == pytest.approx(1.0, rel=1e-5)  # pruning drops large |n|
+    assert rule.pruned_weight(6) < 2e-6
 
 
 @pytest.mark.parametrize("branch", [POSITIONAL, SEMANTIC])

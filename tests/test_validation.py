@@ -467,11 +467,15 @@ def test_a_as_an_array_is_converted():
     assert ap.paper_model(omega=np.float64(0.3)).record() == ap.paper_model().record()
 
 
-def test_a_rule_too_large_for_memory_is_refused_before_allocating():
+def test_a_rule_too_large_for_memory_is_refused_while_it_grows(monkeypatch):
+    """The tensor rule stops growing at the limit; a Sobol rule is refused from its size alone."""
+    monkeypatch.setattr(quadrature, "MAX_NODES", 5_000)
     with pytest.raises(quadrature.QuadratureError) as error:
-        ap.GaussHermite(20).nodes(8)
-    assert "2.56e+10 nodes, above the limit of 2e+07" in str(error.value)
-    assert ap.GaussHermite(quadrature.GAUSS_HERMITE_ORDER.high).size(4) <= quadrature.MAX_NODES
+        ap.GaussHermite(13).nodes(4)  # 28 561 nodes, 12 081 after pruning
+    assert "gauss-hermite-13 in 4 dimensions keeps more than 5e+03 nodes after pruning" in str(error.value)
+    with pytest.raises(quadrature.QuadratureError, match=r"sobol-2\^13-seed0 in 2 dimensions has 8.19e\+03 nodes"):
+        ap.ScrambledSobol(13).nodes(2)
+    monkeypatch.undo()
     assert ap.ScrambledSobol(quadrature.SOBOL_LOG2_POINTS.high).size(4) <= quadrature.MAX_NODES
 
 
