@@ -486,13 +486,22 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
 
 def _prox_starts(omega: sp.Matrix, hstar: sp.Matrix) -> tuple[tuple[sp.Expr, ...], ...]:
     """Natural starting points of the prox search, closed under ``z -> -z``: the prior mean
-    ``omega`` and, when student and teacher ranks agree, the teacher fields ``h*`` (where
-    the student attention reproduces the teacher's semantic part) and their sums with
-    ``omega``."""
+    ``omega`` and, where the student can reproduce the teacher's semantic attention
+    (:func:`_exact_fit`), that fit and its sums with ``omega``."""
     starts = [omega]
-    if hstar.shape == omega.shape:
-        starts += [hstar, omega + hstar, omega - hstar]
+    fit = _exact_fit(hstar, omega.cols)
+    if fit is not None:
+        starts += [fit, omega + fit, omega - fit]
     return tuple(tuple(sign * s) for s in starts for sign in (1, -1))
+
+
+def _exact_fit(hstar: sp.Matrix, rank: int) -> sp.Matrix | None:
+    """Student fields ``z`` (L x ``rank``) with ``z z^T = h* h*^T``, so that the student's attention
+    equals the teacher's semantic part: ``h*`` itself, padded with zero columns when the student's
+    rank exceeds the teacher's; ``None`` when it is lower (no such ``z``)."""
+    if hstar.cols > rank:
+        return None
+    return hstar.row_join(sp.zeros(hstar.rows, rank - hstar.cols))
 
 
 def _solve_linear(expression: sp.Expr, unknown: sp.Symbol) -> sp.Expr:

@@ -107,6 +107,39 @@ def test_more_prox_starts_change_nothing(paper_solver, reference_traces):
     assert other.mean_envelope == pytest.approx(base.mean_envelope, rel=1e-12)
 
 
+def test_random_prox_starts_are_added_beyond_two_prox_coordinates(paper_solver, three_token_model):
+    """The paper's prox has two coordinates and no random starts; three tokens have three, and three
+    random start directions by default."""
+    rule = GaussHermite(5)
+    three = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
+    assert paper_solver.compiled.prox_dimension == 2 and len(paper_solver._directions) == 0
+    assert three.compiled.prox_dimension == 3 and len(three._directions) == 3
+    assert len(make_solver(three_token_model, SolverSettings(prox=ProxSettings(extra_directions=0)))._directions) == 0
+
+
+def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(three_token_model):
+    """At the agnostic point of the three-token declaration at alpha = 2 the declared starts alone
+    miss lower minima at some nodes: ``E[M*]`` is lower and ``F`` moves with the default random
+    starts. Twelve directions with another seed give the default's ``F`` to the prox's convergence."""
+    rule = GaussHermite(8)
+
+    def solver(**prox):
+        return make_solver(
+            three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule, prox=ProxSettings(**prox))
+        )
+
+    default = solver()
+    point = default.anchor(2.0, default.branch("agnostic"))
+    assert point.converged and point.branch == "agnostic"
+    found = default.evaluate(point.values, point.alpha)
+    declared = solver(extra_directions=0).evaluate(point.values, point.alpha)
+    assert found.mean_envelope < declared.mean_envelope - 1e-14
+    assert np.abs(found.updated - declared.updated).max() > 1e-9
+    many = solver(extra_directions=12, seed=7).evaluate(point.values, point.alpha)
+    np.testing.assert_allclose(many.updated, found.updated, rtol=1e-9, atol=1e-12)
+    assert many.mean_envelope == pytest.approx(found.mean_envelope, rel=1e-13)
+
+
 def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):
     """The zero overlaps of a branch stay zero under F to rounding (exact symmetry)."""
     for name, zero in (("positional", "theta"), ("semantic", "m"), ("agnostic", "theta")):

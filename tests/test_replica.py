@@ -566,3 +566,29 @@ def test_teacher_constants_have_one_name_per_entry_of_a():
     a = tuple(tuple(1.0 / length for _ in range(length)) for _ in range(length))
     teacher = MixedPositionalTeacher(omega=0.3, positional=a)
     assert len(teacher.constants()) == 1 + length * length
+
+
+@pytest.mark.parametrize(("rank", "teacher_rank", "fits"), [(1, 1, True), (2, 1, True), (1, 2, False)])
+def test_the_prox_starts_include_the_exact_fit_of_the_teacher_where_the_student_can_make_it(rank, teacher_rank, fits):
+    """Starts ``+-omega`` always; where the student's rank is at least the teacher's, also ``+-z_fit``
+    and ``+-(omega +- z_fit)`` with ``z_fit z_fit^T = h* h*^T`` (the teacher's semantic attention)."""
+    paper = paper_model()
+    model = AttentionModel(
+        tokens=paper.tokens,
+        positions=paper.positions,
+        teacher=paper.teacher,
+        student=paper.student,
+        regulariser=paper.regulariser,
+        rank=rank,
+        teacher_rank=teacher_rank,
+    )
+    system = derive(model)
+    omega, hstar = system.student_fields, system.teacher_fields
+    starts = [sp.Matrix(omega.rows, omega.cols, list(s)) for s in system.prox_starts]
+    assert len(starts) == (8 if fits else 2)
+    assert starts[0] == omega and starts[1] == -omega
+    if fits:
+        fit = starts[2]
+        assert fit.shape == omega.shape
+        assert sp.simplify(fit * fit.T - hstar * hstar.T) == sp.zeros(omega.rows, omega.rows)
+        assert starts[4] == omega + fit and starts[6] == omega - fit

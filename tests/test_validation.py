@@ -134,8 +134,9 @@ API_PARAMETERS: list[tuple[str, Callable[[object], object], str, Interval]] = [
     *[(f"histogram {n}", partial(_settings, HistogramSettings, n), n, r) for n, r in parsing.HISTOGRAM_RANGES.items()],
 ]
 API_IDS = [case[0] for case in API_PARAMETERS]
-#: Parameters for which ``None`` is allowed (the optimiser's default learning rate).
-OPTIONAL = {"simulation lr"}
+#: Parameters for which ``None`` is allowed (the optimiser's default learning rate; the prox's
+#: default random start directions).
+OPTIONAL = {"simulation lr", "ProxSettings extra_directions"}
 
 
 @pytest.mark.parametrize(("case", "build", "name", "interval"), API_PARAMETERS, ids=API_IDS)
