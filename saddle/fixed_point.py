@@ -57,11 +57,6 @@ NEGLIGIBLE_OVERLAP = 1e-3
 #: Thorough proxes a solver and its renewed copies remember (:meth:`SaddlePointSolver._thorough_prox`).
 THOROUGH_MEMORY = 4
 
-#: The lowest Gauss-Hermite order anchors are searched on (:meth:`SaddlePointSolver.coarse`): on order 4
-#: (256 nodes in four dimensions) the map is too rough for the seeded searches to converge, and the
-#: semantic anchor of the paper's model with the other target A at alpha = 2 was lost that way.
-COARSEST_ORDER = 6
-
 #: Where the student vanishes (every entry of q zero: W = 0, a stationary point of every
 #: declaration whose attention scores are quadratic in the weights), the map is its limit q -> 0,
 #: evaluated with the diagonal of q at this fraction of rho (F is smooth in q there, so the error is
@@ -807,13 +802,14 @@ class SaddlePointSolver:
         return point
 
     def coarse(self) -> SaddlePointSolver | None:
-        """The same solver on a Gauss-Hermite rule of half the order (``None`` if this rule
-        is already that coarse): anchors are searched there, where evaluations are cheap."""
-        order = max(COARSEST_ORDER, getattr(self.settings.quadrature, "order", 64) // 2)
-        if getattr(self.settings.quadrature, "order", None) is not None and order >= self.settings.quadrature.order:
+        """The same solver on the rule's coarser rule of its own kind (``coarser()`` of
+        :class:`~attnphase.saddle.quadrature.GaussHermite` or ``ScrambledSobol``; ``None`` if this rule
+        is already the coarsest): anchors are searched there, where evaluations are cheap."""
+        rule = self.settings.quadrature.coarser()
+        if rule is None:
             return None
         if self._coarse is None:
-            settings = replace(self.settings, quadrature=GaussHermite(order), test_quadrature=GaussHermite(order))
+            settings = replace(self.settings, quadrature=rule, test_quadrature=rule)
             self._coarse = SaddlePointSolver(self.compiled, settings)
             self._coarse.consts = self.consts.copy()  # the same constants (with_constants)
         return self._coarse

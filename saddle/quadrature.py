@@ -41,6 +41,13 @@ MAX_NODES = 20_000_000
 GAUSS_HERMITE_ORDER = Interval(2, 64, integer=True)
 #: log2 of the number of scrambled Sobol points (``2**24 = 1.7e7`` below :data:`MAX_NODES`).
 SOBOL_LOG2_POINTS = Interval(4, 24, integer=True)
+#: The lowest Gauss-Hermite order a coarser rule has (:meth:`GaussHermite.coarser`): on order 4 (256
+#: nodes in four dimensions) the map is too rough for the seeded anchor searches to converge, and the
+#: semantic anchor of the paper's model with the other target A at alpha = 2 was lost that way.
+COARSEST_ORDER = 6
+#: The fewest scrambled Sobol points a coarser rule has, ``2**COARSEST_SOBOL_LOG2``
+#: (:meth:`ScrambledSobol.coarser`).
+COARSEST_SOBOL_LOG2 = 10
 #: Relative weight below which a tensor Gauss-Hermite node is dropped.
 PRUNE = Interval(0.0, 1.0, high_open=True)
 #: Dimensions of a Gaussian integral: ``L (r + t)`` for a declaration (at most 16 x 8).
@@ -97,6 +104,12 @@ class GaussHermite:
     def pruned_weight(self, dimension: int) -> float:
         """The total weight of the nodes dropped by pruning."""
         return self._rule(dimension)[2]
+
+    def coarser(self) -> GaussHermite | None:
+        """The rule of half the order (at least :data:`COARSEST_ORDER`), on which anchors are
+        searched cheaply; ``None`` if this one is already that coarse."""
+        order = max(COARSEST_ORDER, self.order // 2)
+        return GaussHermite(order, self.prune) if order < self.order else None
 
     def _rule(self, dimension: int) -> tuple[np.ndarray, np.ndarray, float]:
         dimension = INTEGRAL_DIMENSION.check(dimension, "dimension", QuadratureError)
@@ -183,6 +196,12 @@ class ScrambledSobol:
     def pruned_weight(self, dimension: int) -> float:
         """Zero: no point is dropped."""
         return 0.0
+
+    def coarser(self) -> ScrambledSobol | None:
+        """An eighth of the points with the same seed (at least ``2**COARSEST_SOBOL_LOG2``), on which
+        anchors are searched cheaply; ``None`` if this rule is already that coarse."""
+        log2_points = max(COARSEST_SOBOL_LOG2, self.log2_points - 3)
+        return ScrambledSobol(log2_points, self.seed) if log2_points < self.log2_points else None
 
 
 @lru_cache(maxsize=16)

@@ -89,6 +89,25 @@ def test_pruning_changes_the_map_by_far_less_than_the_quadrature_error(reference
     np.testing.assert_allclose(maps[0].updated, maps[1].updated, rtol=1e-4, atol=1e-12)
 
 
+def test_a_coarser_rule_is_of_the_same_kind():
+    """Anchors are searched on a coarser rule of the scan's own kind: half the Gauss-Hermite order
+    (at least 6), an eighth of the Sobol points with the same scrambling (at least 2^10)."""
+    assert GaussHermite(20).coarser() == GaussHermite(10)
+    assert GaussHermite(10, prune=1e-12).coarser() == GaussHermite(6, prune=1e-12)
+    assert GaussHermite(6).coarser() is None
+    assert ScrambledSobol(16, seed=3).coarser() == ScrambledSobol(13, seed=3)
+    assert ScrambledSobol(12).coarser() == ScrambledSobol(10)
+    assert ScrambledSobol(10).coarser() is None
+
+
+def test_an_anchor_on_a_sobol_rule_is_searched_on_a_coarser_sobol_rule():
+    solver = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(16, seed=2)))
+    assert solver.coarse().settings.quadrature == ScrambledSobol(13, seed=2)
+    point = solver.anchor(2.0, POSITIONAL)
+    assert point.converged and point.branch == "positional"
+    assert point.quadrature == "sobol-2^16-seed2"
+
+
 def test_sobol_points_are_standard_gaussian():
     points, weights = ScrambledSobol(14, seed=1).nodes(4)
     assert points.shape == (4, 2**14)
