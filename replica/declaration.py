@@ -13,6 +13,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
+from itertools import product
 
 import sympy as sp
 
@@ -349,6 +350,24 @@ class PositionalEncodings:
 
 
 @dataclass(frozen=True)
+class FieldLaw:
+    """The law of the field ``b`` over one spectral atom's coordinates in ``Psi_w`` (THEORY.md sec. 3),
+    in the symbols of a derivation: ``b = G + sum_k s_k muhat_k / sqrt(weight)`` with
+    ``G ~ N(0, covariance)`` and independent uniform signs ``s_k = +-1``, one per positional direction
+    in the atom. ``a_matrix`` is ``A = sum_c gamma_c Vhat_c``; ``covariance`` is
+    ``sum_c gamma_c qhat_c + thetahat_sum^T thetahat_sum`` (the teacher's iid Gaussian entries);
+    ``weight`` is the atom's share of the coordinates. The encodings are flat over their atom's
+    coordinates (``sqrt(d) |u_k,i| = 1 / sqrt(weight)``, as ``p = 1_d / sqrt(d)``) with balanced sign
+    patterns; a regulariser whose potential is quadratic in ``b`` (ridge) needs only their second
+    moments, ``muhat_k muhat_k^T`` in all."""
+
+    a_matrix: sp.Matrix
+    covariance: sp.Matrix
+    weight: sp.Expr
+    directions: tuple[sp.Matrix, ...]
+
+
+@dataclass(frozen=True)
 class Ridge:
     """``R(Q) = strength/2 ||Q||_F^2`` (THEORY.md sec. 3); ``g(w) = strength/2 |w|^2``."""
 
@@ -357,18 +376,80 @@ class Ridge:
     def __post_init__(self) -> None:
         _set(self, "strength", LAMBDA.check(self.strength, "lambda"))
 
-    def validate(self) -> None:
-        """Nothing to check against the other components (``lambda`` in ``LAMBDA`` is checked at construction)."""
+    def validate(self, rank: int) -> None:
+        """Every rank is allowed (``lambda`` in ``LAMBDA`` is checked at construction)."""
         return None
 
     def constants(self) -> dict[str, float]:
         """The strength as the named constant ``lambda``."""
         return {"lambda": float(self.strength)}
 
-    def entropic_potential(self, a_matrix: sp.Matrix, second_moment: sp.Matrix, lam: sp.Symbol) -> sp.Expr:
-        """``E_b[-min_w {g(w) + w^T A w/2 - w.b}] = tr[(lam I + A)^{-1} E[b b^T]] / 2``."""
-        inverse = (lam * sp.eye(a_matrix.rows) + a_matrix).inv()
-        return sp.Rational(1, 2) * (inverse * second_moment).trace()
+    def entropic_potential(self, law: FieldLaw, strengths: dict[str, sp.Symbol]) -> sp.Expr:
+        """``weight E_b[-min_w {g(w) + w^T A w/2 - w.b}] = tr[(lam I + A)^{-1} E[b b^T]] weight / 2``,
+        with ``weight E[b b^T] = weight covariance + sum_k muhat_k muhat_k^T`` (:class:`FieldLaw`)."""
+        inverse = (strengths["lambda"] * sp.eye(law.a_matrix.rows) + law.a_matrix).inv()
+
+        def half_trace(second_moment: sp.Matrix) -> sp.Expr:
+            return sp.Rational(1, 2) * (inverse * second_moment).trace()
+
+        return law.weight * half_trace(law.covariance) + sum(half_trace(mu * mu.T) for mu in law.directions)
+
+
+@dataclass(frozen=True)
+class ElasticNet:
+    """``R(Q) = sum_i g(Q_i)`` with ``g(w) = l1 |w| + l2/2 w^2`` (THEORY.md sec. 3), the lasso at
+    ``l2 = 0``; for rank ``r = 1`` (the prox of ``g`` with ``A`` a scalar is soft-thresholding:
+    ``w* = sign(b) (|b| - l1)_+ / (A + l2)``). Its constants are ``lambda_1`` and ``lambda_2``."""
+
+    l1: float
+    l2: float = 0.0
+
+    def __post_init__(self) -> None:
+        _set(self, "l1", LAMBDA.check(self.l1, "lambda_1"))
+        _set(self, "l2", LAMBDA.check(self.l2, "lambda_2"))
+
+    def validate(self, rank: int) -> None:
+        """Rank 1: the closed-form prox is scalar soft-thresholding."""
+        require(rank == 1, "rank", "1 with the elastic net (its prox is scalar soft-thresholding)", rank)
+
+    def constants(self) -> dict[str, float]:
+        """The strengths as the named constants ``lambda_1`` (l1) and ``lambda_2`` (l2)."""
+        return {"lambda_1": float(self.l1), "lambda_2": float(self.l2)}
+
+    def entropic_potential(self, law: FieldLaw, strengths: dict[str, sp.Symbol]) -> sp.Expr:
+        """``weight E_b[-min_w {g(w) + A w^2/2 - w b}] = weight E_b[(|b| - l1)_+^2] / (2 (A + l2))``,
+        averaged over the sign patterns of the means (:class:`FieldLaw`; the moment is even in the
+        mean, so the patterns with ``s_1 = +1`` suffice)."""
+        l1, l2 = strengths["lambda_1"], strengths["lambda_2"]
+        spread = sp.sqrt(law.covariance[0, 0])
+        count = len(law.directions)
+        patterns = [(1, *rest) for rest in product((1, -1), repeat=count - 1)] if count else [()]
+        moments = [
+            soft_threshold_moment(
+                sum((sign * mu[0, 0] for sign, mu in zip(signs, law.directions, strict=True)), sp.Integer(0))
+                / sp.sqrt(law.weight),
+                spread,
+                l1,
+            )
+            for signs in patterns
+        ]
+        return law.weight * sp.Add(*moments) / len(patterns) / (2 * (law.a_matrix[0, 0] + l2))
+
+
+def soft_threshold_moment(mean: sp.Expr, spread: sp.Expr, threshold: sp.Expr) -> sp.Expr:
+    """``E[(|b| - threshold)_+^2]`` for ``b ~ N(mean, spread^2)``: the two tails,
+    ``(c^2 + spread^2) Phi(c / spread) + c spread phi(c / spread)`` at ``c = +-mean - threshold``."""
+
+    def tail(c: sp.Expr) -> sp.Expr:
+        x = c / spread
+        cdf = (1 + sp.erf(x / sp.sqrt(2))) / 2
+        pdf = sp.exp(-(x**2) / 2) / sp.sqrt(2 * sp.pi)
+        return (c**2 + spread**2) * cdf + c * spread * pdf
+
+    return tail(mean - threshold) + tail(-mean - threshold)
+
+
+Regulariser = Ridge | ElasticNet
 
 
 # --------------------------------------------------------------------------- naming fixed points
@@ -451,7 +532,7 @@ class AttentionModel:
     positions: PositionalEncodings
     teacher: MixedPositionalTeacher
     student: DotProductAttention
-    regulariser: Ridge
+    regulariser: Regulariser
     rank: int = 1
     teacher_rank: int = 1
     labels: BranchLabels = field(default_factory=BranchLabels)
@@ -481,7 +562,7 @@ class AttentionModel:
         self.positions.validate(self.length, len(self.tokens.variances))
         self.teacher.validate(self.length)
         self.student.validate(self.length)
-        self.regulariser.validate()
+        self.regulariser.validate(self.rank)
 
     def constants(self) -> dict[str, float]:
         """Numerical value of every named constant of the derived equations."""

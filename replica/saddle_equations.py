@@ -26,7 +26,7 @@ from functools import cached_property
 
 import sympy as sp
 
-from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel
+from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel, FieldLaw
 from attnphase.replica.latex import EquationsDocument, build_document
 from attnphase.replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
 
@@ -316,7 +316,7 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     n_dirs = model.positions.directions
     par = ReducedParameters.build(n_classes, n_dirs, r, t)
     alpha = sp.Symbol("alpha", positive=True)
-    lam = consts["lambda"]
+    strengths = {name: consts[name] for name in model.regulariser.constants()}
 
     weight = [consts[f"w_{a + 1}"] for a in range(n_atoms)]
     gamma = [[consts[f"gamma_{a + 1}_{c + 1}"] for c in range(n_classes)] for a in range(n_atoms)]
@@ -417,14 +417,15 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
 
     psi_w = sp.Integer(0)
     for a in range(n_atoms):
-        a_matrix = sum((gamma[a][c] * par.Vhat[c] for c in range(n_classes)), sp.zeros(r, r))
         theta_sum = sum((gamma[a][c] * par.thetahat[c] for c in range(n_classes)), sp.zeros(t, r))
-        second = sum((gamma[a][c] * par.qhat[c] for c in range(n_classes)), sp.zeros(r, r))
-        second += theta_sum.T * theta_sum
-        psi_w += weight[a] * model.regulariser.entropic_potential(a_matrix, second, lam)
-        for k in range(n_dirs):
-            if model.positions.atom_of(k) == a:
-                psi_w += model.regulariser.entropic_potential(a_matrix, par.muhat[k] * par.muhat[k].T, lam)
+        law = FieldLaw(
+            a_matrix=sum((gamma[a][c] * par.Vhat[c] for c in range(n_classes)), sp.zeros(r, r)),
+            covariance=sum((gamma[a][c] * par.qhat[c] for c in range(n_classes)), sp.zeros(r, r))
+            + theta_sum.T * theta_sum,
+            weight=weight[a],
+            directions=tuple(par.muhat[k] for k in range(n_dirs) if model.positions.atom_of(k) == a),
+        )
+        psi_w += model.regulariser.entropic_potential(law, strengths)
 
     psi_out = sp.Symbol("Psi_out", real=True)
     free_entropy = trace_terms + psi_w + alpha * psi_out
@@ -441,14 +442,15 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         # dPhi/dXhat = d(trace)/dXhat + dPsi_w/dXhat = 0: linear in the parameter paired with Xhat
         paired = sp.diff(trace_terms, e.conjugate)
         (partner,) = paired.free_symbols & order_symbols
-        order_updates[partner] = sp.simplify(_solve_linear(paired + sp.diff(psi_w, e.conjugate), partner))
+        order_updates[partner] = _simplified(_solve_linear(paired + sp.diff(psi_w, e.conjugate), partner))
     conjugate_updates = {e.conjugate: conjugate_updates[e.conjugate] for e in par.entries}
     order_updates = {e.symbol: order_updates[e.symbol] for e in par.entries}
 
     free_entropy_gradient = {
         e.symbol: sp.diff(trace_terms, e.symbol) - alpha * expectations[e.symbol] for e in par.entries
     }
-    regulariser_energy = sp.simplify(-lam * sp.diff(psi_w, lam))
+    # E[g(w*)] = -sum_s s dPsi_w/ds: g is linear in each of its strengths s (envelope theorem)
+    regulariser_energy = _simplified(-sum(s * sp.diff(psi_w, s) for s in strengths.values()))
     test_error = sp.Rational(2, L) * loss.subs(dict(zip(z_flat, tuple(omega), strict=True)))
 
     return ReplicaSystem(
@@ -509,7 +511,16 @@ def _solve_linear(expression: sp.Expr, unknown: sp.Symbol) -> sp.Expr:
     slope = sp.diff(expression, unknown)
     if slope.has(unknown) or slope == 0:
         raise ValueError(f"stationarity condition is not linear in {unknown}: {expression}")
-    return sp.simplify(-expression.subs(unknown, 0) / slope)
+    return _simplified(-expression.subs(unknown, 0) / slope)
+
+
+def _simplified(expression: sp.Expr) -> sp.Expr:
+    """``expression`` simplified if it is algebraic (ridge's rational updates); left as derived if it
+    holds exponentials or error functions, which simplification rewrites with growing exponents that
+    overflow (``exp(a) / exp(b)`` for ``exp(a - b)``)."""
+    if expression.has(sp.exp, sp.erf):
+        return expression
+    return sp.simplify(expression)
 
 
 __all__ = ["FAMILIES", "HAT_NAMES", "ConstrainedSystem", "IntegrandDerivatives", "ReplicaSystem", "derive"]

@@ -54,6 +54,10 @@ CURVATURE_PREFIX = "curvature_"
 #: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
 NEGLIGIBLE_OVERLAP = 1e-3
 
+#: The conjugates ``qhat`` and ``Vhat`` of the generic guess where the equations have no finite value at zero conjugates
+#: (:meth:`SaddlePointSolver.generic_guess`).
+GUESS_SPREAD = 1e-2
+
 #: Thorough proxes a solver and its renewed copies remember (:meth:`SaddlePointSolver._thorough_prox`).
 THOROUGH_MEMORY = 4
 
@@ -631,9 +635,15 @@ class SaddlePointSolver:
         return float(np.max(np.abs(updated - params) / (1.0 + np.abs(params)), initial=0.0))
 
     def generic_guess(self) -> np.ndarray:
-        """The alpha -> 0 limit of the equations (conjugates zero) with ``q = rho/2``."""
+        """The alpha -> 0 limit of the equations (conjugates zero) with ``q = rho/2``; where that limit
+        is not finite (no ridge term: ``V`` is infinite; the elastic net's potential is a function of
+        the field's spread, zero there), the equations at ``qhat = Vhat = GUESS_SPREAD`` instead."""
+        conjugates = np.zeros(len(self.names))
         with np.errstate(all="ignore"):  # at lambda = 0 the limit is not finite: the solve reports it
-            x = self.compiled.orders(np.zeros(len(self.names)), self.consts)
+            x = self.compiled.orders(conjugates, self.consts)
+            if not np.isfinite(x).all():
+                conjugates[self._q_entries | self._responses] = GUESS_SPREAD
+                x = self.compiled.orders(conjugates, self.consts)
         for i, e in enumerate(self.compiled.system.entries):
             if e.family == "q" and e.entry[0] == e.entry[1]:
                 x[i] = 0.5 * self._rho(e.group)

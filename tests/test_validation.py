@@ -87,6 +87,8 @@ API_PARAMETERS: list[tuple[str, Callable[[object], object], str, Interval]] = [
     ("isotropic L", lambda v: ap.GaussianTokens.isotropic(v, 0.5), "L", declaration.TOKENS),
     ("paper_model lambda", lambda v: ap.paper_model(lam=v), "lambda", declaration.LAMBDA),
     ("Ridge", lambda v: ap.Ridge(v), "lambda", declaration.LAMBDA),
+    ("ElasticNet l1", lambda v: ap.ElasticNet(v), "lambda_1", declaration.LAMBDA),
+    ("ElasticNet l2", lambda v: ap.ElasticNet(0.01, v), "lambda_2", declaration.LAMBDA),
     ("variances", lambda v: ap.GaussianTokens(variances=((v, 0.25),)), declaration.VARIANCES, declaration.VARIANCE),
     (
         "weights",
