@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 
 from attnphase.experiments.storage import CorruptResultsError, exclusive, read_table, start_run, write_table
-from attnphase.replica.declaration import AttentionModel, paper_model
+from attnphase.replica.declaration import AttentionModel, ElasticNet, paper_model
 
 L = 2
 INITS = ("positional", "semantic", "random")
@@ -81,6 +81,10 @@ class SimulationSettings:
     ``seeds`` is a count (seeds ``0 .. seeds-1``) or an explicit list of seeds. ``lr = None``
     takes the optimiser's default (GD 0.15 and Adam 0.01 as the authors; L-BFGS 1.0).
     Training stops for a run once ``||grad E(Q)|| <= tolerance`` or after ``max_steps`` steps.
+    ``l1``: the regulariser is the elastic net ``l1 |Q|_1 + lam/2 ||Q||^2`` (:class:`ElasticNet`)
+    instead of ridge, trained by proximal gradient descent (``gd``: a gradient step on the smooth
+    part, then soft-thresholding), whose stopping test is on the gradient mapping
+    ``(Q - Q_next) / lr``, zero exactly at a minimiser.
     """
 
     d: int = 400
@@ -97,6 +101,7 @@ class SimulationSettings:
     sigma: float = 0.5
     lam: float = 0.01
     A: tuple[tuple[float, float], tuple[float, float]] = field(default=((0.6, 0.4), (0.4, 0.6)))
+    l1: float | None = None
 
     def validate(self) -> SimulationSettings:
         """Raise ``ValueError`` naming the first parameter out of its allowed range; return ``self``.
@@ -139,7 +144,11 @@ class SimulationSettings:
         check(self.tolerance, "tolerance", ranges.TOLERANCE)
         check(self.n_test, "n_test", ranges.TEST_SAMPLES)
         check_choice(self.dtype, "dtype", DTYPES)
-        paper_model(self.omega, self.sigma, self.lam, self.A)  # omega, sigma, lambda, A (2 x 2)
+        self.declaration()  # omega, sigma, lambda, l1, A (2 x 2)
+        if self.l1 is not None and self.optimiser != "gd":
+            raise ParameterError(
+                f"optimiser must be gd with an l1 term (proximal gradient descent); got {self.optimiser!r}"
+            )
         n = max(self.samples(alpha) for alpha in alphas)
         data = self.torch_dtype.itemsize * L * d * max(len(self.seed_list) * n, min(TEST_CHUNK, self.n_test))
         if data > ranges.MAX_SIMULATION_BYTES:
@@ -150,6 +159,14 @@ class SimulationSettings:
                 "use a smaller d or alpha, or fewer seeds"
             )
         return self
+
+    def declaration(self) -> AttentionModel:
+        """The declaration these settings simulate: the paper's model with their numbers, and the
+        elastic net in place of ridge if ``l1`` is given."""
+        model = paper_model(self.omega, self.sigma, self.lam, self.A)
+        if self.l1 is None:
+            return model
+        return replace(model, regulariser=ElasticNet(self.l1, self.lam))
 
     @property
     def seed_list(self) -> list[int]:
@@ -176,19 +193,21 @@ class SimulationSettings:
         declaration is refused with a ``ValueError``.
         """
         try:
+            net = isinstance(model.regulariser, ElasticNet)
             numbers = {
                 "omega": float(model.teacher.omega),
                 "sigma": float(model.tokens.variances[0][0]) ** 0.5,
-                "lam": float(model.regulariser.strength),
+                "lam": float(model.regulariser.l2 if net else model.regulariser.strength),
                 "A": tuple(tuple(float(x) for x in row) for row in model.teacher.positional),
+                "l1": float(model.regulariser.l1) if net else None,
             }
-            same = model == paper_model(numbers["omega"], numbers["sigma"], numbers["lam"], numbers["A"])
+            same = model == cls(**numbers).declaration()
         except (AttributeError, IndexError, TypeError, ValueError):
             same = False
         if not same:
             raise ValueError(
                 "model must be of the paper's family to be simulated (attnphase.paper_model: L = 2, r = t = 1, "
-                "isotropic tokens, p_1 = -p_2, ridge); got another declaration"
+                "isotropic tokens, p_1 = -p_2, ridge or the elastic net); got another declaration"
             )
         return cls(**numbers, **training)
 
@@ -349,6 +368,7 @@ def _train_first_order(q0: torch.Tensor, data: TrainingData, settings: Simulatio
     first, second = torch.zeros_like(q), torch.zeros_like(q)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     value, grad = objective_and_gradient(q, data, settings.lam)
+    grad = gradient_mapping(q, grad, settings)
     for _ in range(settings.max_steps):
         active = grad.norm(dim=-1) > tol
         if not bool(active.any()):
@@ -363,7 +383,24 @@ def _train_first_order(q0: torch.Tensor, data: TrainingData, settings: Simulatio
         q = torch.where(active[:, None], q - update, q)
         steps += active.long()
         value, grad = objective_and_gradient(q, data, settings.lam)
-    return TrainingResult(q, value, grad.norm(dim=-1), steps)
+        grad = gradient_mapping(q, grad, settings)
+    return TrainingResult(q, value + l1_penalty(q, settings), grad.norm(dim=-1), steps)
+
+
+def l1_penalty(q: torch.Tensor, settings: SimulationSettings) -> torch.Tensor:
+    """``l1 |Q_s|_1`` of every run (zero without an l1 term)."""
+    return settings.l1 * q.abs().sum(-1) if settings.l1 else torch.zeros(q.shape[0], dtype=q.dtype)
+
+
+def gradient_mapping(q: torch.Tensor, grad: torch.Tensor, settings: SimulationSettings) -> torch.Tensor:
+    """``(Q - prox(Q - lr grad)) / lr`` with the prox of ``lr l1 |.|_1`` (soft-thresholding): the
+    proximal gradient step is ``Q - lr G``, and ``G = 0`` exactly at a minimiser of the smooth part
+    plus the l1 term; the gradient itself without an l1 term."""
+    if not settings.l1:
+        return grad
+    lr = settings.learning_rate
+    moved = q - lr * grad
+    return (q - torch.sign(moved) * torch.clamp(moved.abs() - lr * settings.l1, min=0.0)) / lr
 
 
 def _train_lbfgs(q0: torch.Tensor, data: TrainingData, settings: SimulationSettings) -> TrainingResult:

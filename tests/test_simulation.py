@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -16,6 +17,7 @@ from attnphase.experiments.cli import app
 from attnphase.experiments.simulation import (
     SimulationSettings,
     generator,
+    gradient_mapping,
     initial_weights,
     objective,
     objective_and_gradient,
@@ -25,6 +27,7 @@ from attnphase.experiments.simulation import (
     tokens,
     training_data,
 )
+from attnphase.replica.declaration import ElasticNet, paper_model
 from attnphase.saddle.branches import Branch
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
@@ -213,3 +216,56 @@ def test_resumable_writer_skips_finished_blocks(tmp_path):
     assert len(seen) == 2
     simulate_to(tmp_path, TINY, progress=seen.append)
     assert len(seen) == 2
+
+
+# The elastic net (THEORY.md sec. 3) trained by proximal gradient descent, against its theory.
+NET = dataclasses.replace(paper_model(), regulariser=ElasticNet(0.005, 0.01))
+
+
+def test_the_elastic_net_is_simulated_from_its_declaration():
+    settings = SimulationSettings.of_model(NET, d=50)
+    assert (settings.l1, settings.lam) == (0.005, 0.01)
+    assert settings.declaration() == NET
+    with pytest.raises(ValueError, match="optimiser must be gd with an l1 term"):
+        SimulationSettings.of_model(NET, optimiser="lbfgs").validate()
+
+
+def test_the_gradient_mapping_vanishes_exactly_where_the_l1_subgradient_holds():
+    """``G = (Q - soft(Q - lr g, lr l1)) / lr``: zero at ``Q = 0`` where ``|g| <= l1``, ``g + l1 sign(Q)``
+    where ``Q`` stays away from zero, and ``g`` itself without an l1 term."""
+    settings = SimulationSettings(l1=0.1, lr=0.5)
+    q = torch.tensor([[0.0, 0.0, 2.0, -2.0]], dtype=torch.float64)
+    grad = torch.tensor([[0.05, -0.3, 0.2, 0.2]], dtype=torch.float64)
+    mapping = gradient_mapping(q, grad, settings)
+    torch.testing.assert_close(mapping, torch.tensor([[0.0, -0.2, 0.3, 0.1]], dtype=torch.float64))
+    assert gradient_mapping(q, grad, SimulationSettings()) is grad
+
+
+def test_elastic_net_simulations_agree_with_the_theory():
+    """The semantic point at alpha = 2, with the bounds of the ridge agreement test (d = 400, six seeds):
+    the seed means within four standard errors plus 5 % (losses) or 2/sqrt(d) (overlaps)."""
+    from attnphase.saddle.scan import make_solver
+
+    settings = SimulationSettings.of_model(
+        NET,
+        d=AGREEMENT_D,
+        alphas=(2.0,),
+        seeds=AGREEMENT_SEEDS,
+        inits=("semantic",),
+        lr=0.5,
+        tolerance=1e-5,
+        max_steps=20_000,
+        n_test=5000,
+    )
+    runs = simulate(settings)
+    assert runs["converged"].all()
+    theory = make_solver(NET).anchor(2.0, SEMANTIC).row()
+    assert theory["converged"] and theory["branch"] == "semantic"
+    for column, allowance in (
+        ("train_loss", 0.05 * theory["train_loss"]),
+        ("test_error", 0.05 * theory["test_error"]),
+        ("theta", 2 / math.sqrt(AGREEMENT_D)),
+        ("q", 2 / math.sqrt(AGREEMENT_D)),
+    ):
+        mean, se = runs[column].mean(), runs[column].std(ddof=1) / math.sqrt(len(runs))
+        assert abs(mean - theory[column]) <= 4 * se + allowance, (column, mean, se, theory[column])
