@@ -113,9 +113,9 @@ def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
     if declaration == {"sigma": 0.3, "lam": 0.1}:
         agnostic = branches[branches["branch"] == "agnostic"].iloc[0]
         assert agnostic["converged"] and agnostic["q"] == 0
-    if declaration == {"lam": 0.0}:
-        assert not branches["converged"].any()
-        assert all("finite" in status for status in branches["status"])
+    if declaration == {"lam": 0.0}:  # no ridge term: the generic guess is taken at small conjugates
+        assert np.isfinite(branches[["q", "V", "train_loss"]].to_numpy()).all()
+        assert branches.set_index("branch").loc["semantic", "converged"]
 
 
 def test_a_scan_gives_every_requested_alpha_a_row_or_a_reason():
