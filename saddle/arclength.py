@@ -34,7 +34,6 @@ from attnphase.saddle.fixed_point import (
     MemoisedMap,
     SaddlePointSolver,
     ScaledResidual,
-    scaled_residual,
 )
 
 #: Arclength steps tried past a failed continuation step before giving up.
@@ -154,7 +153,7 @@ class ArclengthPath:
             return None
         solver, alpha = where
         evaluate = self._maps.setdefault((p, thorough), MemoisedMap(solver, alpha, thorough))
-        return scaled_residual(evaluate, self.free, self.like)
+        return ScaledResidual(evaluate, self.free, self.like)
 
     def _residual(self, state: np.ndarray, thorough: bool) -> np.ndarray:
         """``G(x, p)`` (module docstring); 1e6 where it is not finite or ``p`` is out of range."""

@@ -337,11 +337,6 @@ class ScaledResidual:
         return jacobian if np.all(np.isfinite(jacobian)) else None
 
 
-def scaled_residual(evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray) -> ScaledResidual:
-    """The residual ``G`` of ``evaluate`` on the ``free`` entries of ``base`` (:class:`ScaledResidual`)."""
-    return ScaledResidual(evaluate, free, base)
-
-
 class SaddlePointSolver:
     """Evaluate ``F`` and find its fixed points for one compiled model."""
 
@@ -556,7 +551,7 @@ class SaddlePointSolver:
         conjugate updates times the derivative of the expectations ``E[dM/dX]`` in the order parameters,
         with the prox of ``ev`` moving with them (:class:`~attnphase.replica.saddle_equations.
         IntegrandDerivatives`): on the rule, the exact derivative of ``F`` wherever no node's prox changes
-        basin (tests/test_fixed_points.py compares it with differences of ``F``)."""
+        basin (tests/test_jacobian.py compares it with differences of ``F``)."""
         return self.compiled.order_jacobian(ev.conjugates, self.consts) @ self.conjugate_jacobian(ev, alpha)
 
     def conjugate_jacobian(self, ev: Evaluation, alpha: float) -> np.ndarray:
@@ -900,7 +895,7 @@ class SaddlePointSolver:
         free = self._moved_entries(point.values, branch)
         evaluate = MemoisedMap(self, point.alpha, False)
         x = point.values[free]
-        jacobian = scaled_residual(evaluate, free, point.values).jacobian(x)
+        jacobian = ScaledResidual(evaluate, free, point.values).jacobian(x)
         if jacobian is None:
             return None
         with np.errstate(all="ignore"):
@@ -927,7 +922,7 @@ class SaddlePointSolver:
 
     def _find_root(self, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self, alpha, thorough)
-        residual = scaled_residual(evaluate, free, start)
+        residual = ScaledResidual(evaluate, free, start)
         x, jac_out = self.root(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
@@ -942,15 +937,14 @@ class SaddlePointSolver:
         best iterate found and the final Jacobian estimate, if any."""
         if self.settings.method == "damped":
             return self._damped(residual, x0), None
+        exact = self.settings.method == "newton" and hasattr(residual, "jacobian")
         if self.settings.method == "hybr":
             x, jac_out = None, None
         else:
-            exact = self.settings.method == "newton" and hasattr(residual, "jacobian")
             x, jac_out = self._quasi_newton(residual, x0, jacobian, exact)
         if x is None or np.abs(residual(x)).max() > self.settings.tolerance:
             begin = x0 if x is None else x
-            exact = getattr(residual, "jacobian", None) if self.settings.method == "newton" else None
-            jac = None if exact is None else (lambda y: self._jacobian(residual, y, residual(y)))
+            jac = (lambda y: self._jacobian(residual, y, residual(y))) if exact else None
             sol = scipy.optimize.root(
                 residual,
                 begin,

@@ -77,7 +77,7 @@ class GaussHermite:
     keeps 42 % of the nodes at order 12 and 16 % at order 20 in four dimensions (3 % in six)
     and drops a weight of about ``1e-7`` (``1e-6`` in six); on the paper's instance it moves
     eps_t by less than ``1e-6`` relative (tests/test_quadrature.py). The pruned rule is grown
-    without materialising the full grid (:func:`_tensor_gauss_hermite`)
+    without materialising the full grid (:func:`_tensor_gauss_hermite`).
     """
 
     order: int = 12

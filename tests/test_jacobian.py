@@ -18,7 +18,7 @@ import pytest
 
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.arclength import AlphaParameter, ArclengthPath, _Bordered
-from attnphase.saddle.fixed_point import MemoisedMap, SolverSettings, scaled_residual
+from attnphase.saddle.fixed_point import MemoisedMap, ScaledResidual, SolverSettings
 from attnphase.saddle.landscape import ConstrainedSolver, _ConstrainedResidual
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
@@ -89,7 +89,7 @@ def test_the_alpha_derivative_and_the_scaled_residual_equal_their_differences():
     difference = (maps[point.alpha + h](point.values).updated - maps[point.alpha - h](point.values).updated) / (2 * h)
     assert_close_to_differences(drift, difference, 1e-6, "dF/dalpha")
     free = solver.free_mask(solver.branch("positional"))
-    residual = scaled_residual(maps[point.alpha], free, point.values)
+    residual = ScaledResidual(maps[point.alpha], free, point.values)
     x = point.values[free]
     assert_close_to_differences(residual.jacobian(x), central_differences(residual, x), 1e-5, "scaled residual")
 
