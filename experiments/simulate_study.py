@@ -150,7 +150,8 @@ def simulate(
     rerun with the same settings (compared by value) resumes, and the result is saved there; other
     settings or unreadable files are refused unless ``overwrite``, which first removes every file of
     the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
-    The simulator trains the paper's family only (:meth:`SimulationSettings.of_model`).
+    The simulator builds data, teacher, student and regulariser from ``model`` itself
+    (:class:`~attnphase.experiments.finite_model.FiniteModel`).
     """
     settings = SimulationSettings.of_model(
         model,

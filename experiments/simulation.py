@@ -1,29 +1,30 @@
-"""Finite-d simulations of the solvable attention model, to set against the replica theory.
+"""Finite-d simulations of a declared attention model, to set against the replica theory.
 
-The instance is the paper's (THEORY.md sec. 6), trained the way the authors trained it
-(THEORY.md sec. 11):
+The data, teacher, student and regulariser are built from the same declaration the theory derives
+its equations from (:class:`~attnphase.experiments.finite_model.FiniteModel`, THEORY.md sec. 1-2);
+training is the authors' (THEORY.md sec. 11), for every declaration:
 
-* ``L = 2`` noise tokens ``z_l ~ N(0, sigma^2 I_d)``; positional encodings ``p_1 = -p_2 = 1_d/sqrt(d)``;
-  the student sees ``x = z + p``.
-* Teacher ``Q* ~ N(0, I_d)`` (rank ``t = 1``), drawn once per seed; teacher fields ``h*_l = z_l . Q*/sqrt(d)``;
-  target ``y = T(h*) z`` with ``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` (THEORY.md sec. 1, 6).
-* Student (rank ``r = 1``): ``h_l = x_l . Q/sqrt(d)``, ``f_Q(x) = S(h) x``, ``S(h) = softmax_row(h h^T)``.
-* Objective (ERM, eq. 3): ``E(Q) = sum_mu ||y^mu - f_Q(x^mu)||_F^2/(2d) + (lambda/2) ||Q||^2`` over
-  ``n = round(alpha d)`` samples.
+* noise tokens ``z_l ~ N(0, Sigma_l)``; the student sees ``x = z + p``;
+* teacher ``Q* ~ N(0, I)`` (``d x t``), drawn once per seed; target ``y = T(h*) z`` with the teacher
+  fields ``h* = z Q*/sqrt(d)`` (the teacher does not see the encodings);
+* student ``f_Q(x) = S(h) x`` with ``h = x Q/sqrt(d)`` (``Q`` is ``d x r``);
+* objective (ERM, eq. 3): ``E(Q) = sum_mu ||y^mu - f_Q(x^mu)||_F^2/(2d) + sum_i g(Q_i)`` over
+  ``n = round(alpha d)`` samples, ``g(w) = l1 |w|_1 + l2/2 |w|^2`` (ridge: ``l1 = 0``).
 
-Measured per run (THEORY.md sec. 2, 5, 6): ``eps_t = E(Q_hat)/d``;
-``eps_g = (1/(dL)) E||y - f||^2`` estimated on ``n_test`` fresh samples; the overlaps
-``m = 1_d . Q/d`` (positional), ``theta = sigma^2 Q* . Q/d`` (semantic) and ``q = sigma^2 ||Q||^2/d``.
+Measured per run (THEORY.md sec. 2, 5): ``eps_t = E(Q_hat)/d``; ``eps_g = (1/(dL)) E||y - f||^2``
+estimated on ``n_test`` fresh samples; and the declaration's reduced order parameters under the
+theory's names (for the paper's model ``q = sigma^2 ||Q||^2/d``, ``m = 1_d . Q/d`` and
+``theta = sigma^2 Q* . Q/d``).
 
-Speed. The loss of one sample depends on ``Q`` only through the two fields ``h`` and, writing
+Speed. The loss of one sample depends on ``Q`` only through its fields ``h`` and, writing
 ``G_ab = a b^T`` for the ``L x L`` Gram matrices of a sample::
 
     ||T z - S x||_F^2 = tr(T G_zz T^T) - 2 tr(T G_zx S^T) + tr(S G_xx S^T),
 
 so the Gram matrices (``T`` is fixed by the teacher) are computed once and a training step costs
-one batched matrix-vector product ``h = x Q/sqrt(d)`` and its transpose in the backward pass:
-no loop over samples, and all seeds of one ``(alpha, init)`` block train together (``Q`` has
-shape ``(seeds, d)``, the data ``(seeds, n, L, d)``). The test error is computed directly from the
+one batched matrix product ``h = x Q/sqrt(d)`` and its transpose in the backward pass: no loop
+over samples, and all seeds of one ``(alpha, init)`` block train together (``Q`` has shape
+``(seeds, d, r)``, the data ``(seeds, n, L, d)``). The test error is computed directly from the
 residual ``T z - S x`` on fresh samples, in chunks.
 
 Reproducibility: every random draw comes from a ``torch.Generator`` seeded from
@@ -36,39 +37,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from attnphase.experiments.finite_model import FiniteModel
 from attnphase.experiments.storage import CorruptResultsError, exclusive, read_table, start_run, write_table
-from attnphase.replica.declaration import AttentionModel, ElasticNet, paper_model
+from attnphase.replica.declaration import AttentionModel, paper_model
 
-L = 2
 INITS = ("positional", "semantic", "random")
 OPTIMISERS = ("gd", "lbfgs", "adam")
 DEFAULT_LR = {"gd": 0.15, "lbfgs": 1.0, "adam": 0.01}
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TEST_CHUNK = 4096
-COLUMNS = (
-    "alpha",
-    "d",
-    "n",
-    "seed",
-    "init",
-    "optimiser",
-    "train_loss",
-    "test_error",
-    "theta",
-    "m",
-    "q",
-    "grad_norm",
-    "steps",
-    "converged",
-    "seconds",
-)
+#: Columns of every simulation table; the measured order parameters follow ``test_error``
+#: (:meth:`SimulationSettings.columns`).
+LEADING = ("alpha", "d", "n", "seed", "init", "optimiser", "train_loss", "test_error")
+TRAILING = ("grad_norm", "steps", "converged", "seconds")
+#: Scale of the random initialisation, and of the columns an informed one does not set.
+RANDOM_SCALE = 0.1
 
 # streams of random numbers, one per use
 _TEACHER, _TRAIN, _TEST, _INIT = 1, 2, 3, 4
@@ -78,13 +69,13 @@ _TEACHER, _TRAIN, _TEST, _INIT = 1, 2, 3, 4
 class SimulationSettings:
     """What to simulate and how to train (defaults: the paper's instance, THEORY.md sec. 6 and 11).
 
+    ``model`` is the declaration simulated (any :class:`~attnphase.replica.declaration.AttentionModel`).
     ``seeds`` is a count (seeds ``0 .. seeds-1``) or an explicit list of seeds. ``lr = None``
     takes the optimiser's default (GD 0.15 and Adam 0.01 as the authors; L-BFGS 1.0).
     Training stops for a run once ``||grad E(Q)|| <= tolerance`` or after ``max_steps`` steps.
-    ``l1``: the regulariser is the elastic net ``l1 |Q|_1 + lam/2 ||Q||^2`` (:class:`ElasticNet`)
-    instead of ridge, trained by proximal gradient descent (``gd``: a gradient step on the smooth
-    part, then soft-thresholding), whose stopping test is on the gradient mapping
-    ``(Q - Q_next) / lr``, zero exactly at a minimiser.
+    A regulariser with an l1 term (:class:`~attnphase.replica.declaration.ElasticNet`) is trained by
+    proximal gradient descent (``gd``: a gradient step on the smooth part, then soft-thresholding),
+    whose stopping test is on the gradient mapping ``(Q - Q_next) / lr``, zero exactly at a minimiser.
     """
 
     d: int = 400
@@ -97,25 +88,22 @@ class SimulationSettings:
     tolerance: float = 1e-6
     n_test: int = 10_000
     dtype: str = "float64"
-    omega: float = 0.3
-    sigma: float = 0.5
-    lam: float = 0.01
-    A: tuple[tuple[float, float], tuple[float, float]] = field(default=((0.6, 0.4), (0.4, 0.6)))
-    l1: float | None = None
+    model: AttentionModel = field(default_factory=paper_model)
 
     def validate(self) -> SimulationSettings:
         """Raise ``ValueError`` naming the first parameter out of its allowed range; return ``self``.
 
         The ranges are those of :mod:`attnphase.experiments.parsing` (shared with the command line's
-        help) and :mod:`attnphase.saddle.validation` (alpha, seeds); ``omega``, ``sigma``, ``lambda``
-        and ``A`` are checked by the declaration they come from (:func:`paper_model`). The data a block
-        holds (``seeds x n x L x d`` numbers at the largest alpha) and one chunk of test samples must
-        fit in ``MAX_SIMULATION_BYTES``.
+        help) and :mod:`attnphase.saddle.validation` (alpha, seeds); the model's numbers were checked
+        when it was declared. The data a block holds (``seeds x n x L x d`` numbers at the largest
+        alpha) and one chunk of test samples must fit in ``MAX_SIMULATION_BYTES``.
         """
         from attnphase.experiments import parsing as ranges  # torch-free ranges, shared with the command line
         from attnphase.replica.declaration import InputTypeError, shown
         from attnphase.saddle.validation import ALPHA, SEED, ParameterError, check, check_choice
 
+        if not isinstance(self.model, AttentionModel):
+            raise InputTypeError(f"model must be an AttentionModel; got {shown(self.model)}")
         d = check(self.d, "d", ranges.DIMENSION)
         alphas = ALPHA.check_each(self.alphas, "alpha", ParameterError)
         if not alphas or len(set(np.round(alphas, 10).tolist())) != len(alphas):
@@ -144,13 +132,16 @@ class SimulationSettings:
         check(self.tolerance, "tolerance", ranges.TOLERANCE)
         check(self.n_test, "n_test", ranges.TEST_SAMPLES)
         check_choice(self.dtype, "dtype", DTYPES)
-        self.declaration()  # omega, sigma, lambda, l1, A (2 x 2)
-        if self.l1 is not None and self.optimiser != "gd":
+        short = FiniteModel(self.model, d).too_small()
+        if short:
+            raise ParameterError(f"d must give {short}; got d = {d}")
+        if self.l1 and self.optimiser != "gd":
             raise ParameterError(
                 f"optimiser must be gd with an l1 term (proximal gradient descent); got {self.optimiser!r}"
             )
         n = max(self.samples(alpha) for alpha in alphas)
-        data = self.torch_dtype.itemsize * L * d * max(len(self.seed_list) * n, min(TEST_CHUNK, self.n_test))
+        length = self.model.length
+        data = self.torch_dtype.itemsize * length * d * max(len(self.seed_list) * n, min(TEST_CHUNK, self.n_test))
         if data > ranges.MAX_SIMULATION_BYTES:
             raise ParameterError(
                 f"d = {d} with {len(self.seed_list)} seeds and n = {n} samples needs "
@@ -160,13 +151,29 @@ class SimulationSettings:
             )
         return self
 
-    def declaration(self) -> AttentionModel:
-        """The declaration these settings simulate: the paper's model with their numbers, and the
-        elastic net in place of ridge if ``l1`` is given."""
-        model = paper_model(self.omega, self.sigma, self.lam, self.A)
-        if self.l1 is None:
-            return model
-        return replace(model, regulariser=ElasticNet(self.l1, self.lam))
+    @classmethod
+    def of_model(cls, model: AttentionModel, **training: object) -> SimulationSettings:
+        """Settings that simulate ``model`` with the ``training`` options (not validated yet)."""
+        return cls(model=model, **training)
+
+    @cached_property
+    def finite(self) -> FiniteModel:
+        """The model at this ``d`` and dtype."""
+        return FiniteModel(self.model, self.d, self.torch_dtype)
+
+    @property
+    def l1(self) -> float:
+        """The regulariser's l1 weight (zero for ridge)."""
+        return self.model.regulariser.separable_weights()[0]
+
+    @property
+    def l2(self) -> float:
+        """The regulariser's l2 weight (``lambda`` for ridge)."""
+        return self.model.regulariser.separable_weights()[1]
+
+    def columns(self) -> tuple[str, ...]:
+        """The columns of this simulation's table: ``LEADING``, the measured order parameters, ``TRAILING``."""
+        return (*LEADING, *self.finite.measured_names(), *TRAILING)
 
     @property
     def seed_list(self) -> list[int]:
@@ -183,46 +190,18 @@ class SimulationSettings:
         """The torch dtype named by ``dtype``."""
         return DTYPES[self.dtype]
 
-    @classmethod
-    def of_model(cls, model: AttentionModel, **training: object) -> SimulationSettings:
-        """Settings that simulate ``model`` with the ``training`` options (not validated yet).
-
-        The simulator trains the paper's family (THEORY.md sec. 6 and 11: ``L = 2``, ``r = t = 1``,
-        isotropic tokens, ``p_1 = -p_2``, ridge, the mixed positional teacher); its numbers
-        (``omega``, ``sigma``, ``lambda``, ``A``) are read from the declaration, and any other
-        declaration is refused with a ``ValueError``.
-        """
-        try:
-            net = isinstance(model.regulariser, ElasticNet)
-            numbers = {
-                "omega": float(model.teacher.omega),
-                "sigma": float(model.tokens.variances[0][0]) ** 0.5,
-                "lam": float(model.regulariser.l2 if net else model.regulariser.strength),
-                "A": tuple(tuple(float(x) for x in row) for row in model.teacher.positional),
-                "l1": float(model.regulariser.l1) if net else None,
-            }
-            same = model == cls(**numbers).declaration()
-        except (AttributeError, IndexError, TypeError, ValueError):
-            same = False
-        if not same:
-            raise ValueError(
-                "model must be of the paper's family to be simulated (attnphase.paper_model: L = 2, r = t = 1, "
-                "isotropic tokens, p_1 = -p_2, ridge or the elastic net); got another declaration"
-            )
-        return cls(**numbers, **training)
-
     def samples(self, alpha: float) -> int:
         """``n = round(alpha d)``."""
         return int(round(alpha * self.d))
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready settings (seeds expanded), as written next to the results."""
-        data = asdict(self)
+        """JSON-ready settings (seeds expanded, the model as its record), as written next to the results."""
+        data = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "model"}
         data["alphas"] = [float(a) for a in self.alphas]
         data["seeds"] = self.seed_list
         data["inits"] = list(self.inits)
-        data["A"] = [list(row) for row in self.A]
         data["lr"] = self.learning_rate
+        data["model"] = self.model.record()
         return data
 
 
@@ -237,30 +216,8 @@ def generator(seed: int, d: int, stream: int, alpha: float | None = None) -> tor
 
 
 def teacher(seed: int, settings: SimulationSettings) -> torch.Tensor:
-    """``Q* ~ N(0, I_d)``, one per seed (shared by every alpha and initialisation)."""
-    return torch.randn(settings.d, generator=generator(seed, settings.d, _TEACHER), dtype=settings.torch_dtype)
-
-
-def positions(settings: SimulationSettings) -> torch.Tensor:
-    """``P`` with rows ``p_1 = +1_d/sqrt(d)``, ``p_2 = -1_d/sqrt(d)`` (shape ``(L, d)``)."""
-    p = torch.full((settings.d,), 1.0 / math.sqrt(settings.d), dtype=settings.torch_dtype)
-    return torch.stack([p, -p])
-
-
-def tokens(gen: torch.Generator, n: int, settings: SimulationSettings) -> torch.Tensor:
-    """Noise tokens ``z``, shape ``(n, L, d)``, entries ``N(0, sigma^2)``."""
-    return settings.sigma * torch.randn((n, L, settings.d), generator=gen, dtype=settings.torch_dtype)
-
-
-def target_attention(h_star: torch.Tensor, settings: SimulationSettings) -> torch.Tensor:
-    """``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L)``."""
-    a = torch.tensor(settings.A, dtype=h_star.dtype)
-    return (1 - settings.omega) * attention(h_star) + settings.omega * a
-
-
-def attention(h: torch.Tensor) -> torch.Tensor:
-    """``softmax_row(h h^T)`` for fields of shape ``(..., L)``; result ``(..., L, L)``."""
-    return torch.softmax(h.unsqueeze(-1) * h.unsqueeze(-2), dim=-1)
+    """``Q* ~ N(0, I)``, shape ``(d, t)``, one per seed (shared by every alpha and initialisation)."""
+    return settings.finite.teacher_weights(generator(seed, settings.d, _TEACHER))
 
 
 @dataclass
@@ -268,7 +225,7 @@ class TrainingData:
     """One ``(alpha, seeds)`` block of training data, reduced to what the objective needs.
 
     ``x``: ``(S, n L, d)`` student inputs; ``c0 = tr(T G_zz T^T)``: ``(S, n)``;
-    ``b = T G_zx``: ``(S, n, L, L)``; ``g_xx = G_xx``: ``(S, n, L, L)``; ``teachers``: ``(S, d)``.
+    ``b = T G_zx``: ``(S, n, L, L)``; ``g_xx = G_xx``: ``(S, n, L, L)``; ``teachers``: ``(S, d, t)``.
     """
 
     x: torch.Tensor
@@ -282,23 +239,26 @@ class TrainingData:
         """The number of samples per run."""
         return self.c0.shape[1]
 
+    def run(self, s: int) -> TrainingData:
+        """The data of run ``s`` alone (a block of one)."""
+        return TrainingData(*(t[s : s + 1] for t in (self.x, self.c0, self.b, self.g_xx, self.teachers)))
+
 
 def training_data(alpha: float, seeds: Sequence[int], settings: SimulationSettings) -> TrainingData:
     """Draw the training set of each seed and precompute its Gram matrices (see the module docstring)."""
-    n, d = settings.samples(alpha), settings.d
-    p = positions(settings)
+    n, d, model = settings.samples(alpha), settings.d, settings.finite
     xs, c0s, bs, gs, teachers = [], [], [], [], []
     for seed in seeds:
         q_star = teacher(seed, settings)
-        z = tokens(generator(seed, d, _TRAIN, alpha), n, settings)
-        t = target_attention(z @ q_star / math.sqrt(d), settings)
-        x = z + p
+        z = model.tokens(generator(seed, d, _TRAIN, alpha), n)
+        t = model.teacher_attention(z @ q_star / math.sqrt(d))
+        x = z + model.positions
         g_zz = z @ z.transpose(1, 2)
         g_zx = z @ x.transpose(1, 2)
         c0s.append(torch.einsum("nab,nbc,nac->n", t, g_zz, t))
         bs.append(t @ g_zx)
         gs.append(x @ x.transpose(1, 2))
-        xs.append(x.reshape(n * L, d))
+        xs.append(x.reshape(n * model.length, d))
         teachers.append(q_star)
     return TrainingData(torch.stack(xs), torch.stack(c0s), torch.stack(bs), torch.stack(gs), torch.stack(teachers))
 
@@ -306,45 +266,59 @@ def training_data(alpha: float, seeds: Sequence[int], settings: SimulationSettin
 # ---------------------------------------------------------------- objective
 
 
-def objective(q: torch.Tensor, data: TrainingData, lam: float) -> torch.Tensor:
-    """ERM objective ``E(Q_s)`` of every run, shape ``(S,)``, for ``q`` of shape ``(S, d)``.
-
-    ``E(Q) = sum_mu [c0 - 2 <B, S> + <S G_xx, S>]/(2d) + (lambda/2)||Q||^2``, the Gram form of
-    ``sum_mu ||T z - S x||_F^2/(2d) + (lambda/2)||Q||^2`` with ``S = softmax_row(h h^T)``.
-    """
-    d = q.shape[-1]
-    h = torch.bmm(data.x, q.unsqueeze(-1)).reshape(q.shape[0], data.n, L) / math.sqrt(d)
-    s = attention(h)
+def objective(q: torch.Tensor, data: TrainingData, settings: SimulationSettings) -> torch.Tensor:
+    """The smooth part of the ERM objective ``E(Q_s)`` of every run, shape ``(S,)``, for ``q`` of shape
+    ``(S, d, r)``: ``sum_mu [c0 - 2 <B, S> + <S G_xx, S>]/(2d) + (l2/2)||Q||^2``, the Gram form of
+    ``sum_mu ||T z - S x||_F^2/(2d) + (l2/2)||Q||^2`` with the declaration's ``S(h)``; the l1 term
+    is :func:`l1_penalty`."""
+    d = q.shape[1]
+    length = data.g_xx.shape[-1]
+    h = torch.bmm(data.x, q).reshape(q.shape[0], data.n, length, q.shape[2]) / math.sqrt(d)
+    s = settings.finite.student_attention(h)
     per_sample = data.c0 - 2 * (data.b * s).sum((-1, -2)) + ((s @ data.g_xx) * s).sum((-1, -2))
-    return per_sample.sum(-1) / (2 * d) + 0.5 * lam * (q * q).sum(-1)
+    return per_sample.sum(-1) / (2 * d) + 0.5 * settings.l2 * (q * q).sum((-1, -2))
 
 
-def objective_and_gradient(q: torch.Tensor, data: TrainingData, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``E(Q_s)`` and ``grad E(Q_s)`` of every run (by reverse-mode differentiation); shapes ``(S,)``, ``(S, d)``."""
+def objective_and_gradient(
+    q: torch.Tensor, data: TrainingData, settings: SimulationSettings
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smooth objective and its gradient of every run (by reverse-mode differentiation);
+    shapes ``(S,)``, ``(S, d, r)``."""
     q = q.detach().requires_grad_(True)
     with torch.enable_grad():
-        value = objective(q, data, lam)
+        value = objective(q, data, settings)
         (grad,) = torch.autograd.grad(value.sum(), q)
     return value.detach(), grad
+
+
+def norms(q: torch.Tensor) -> torch.Tensor:
+    """The Frobenius norm of each run's ``(d, r)`` matrix, shape ``(S,)``."""
+    return q.flatten(1).norm(dim=-1)
 
 
 # ---------------------------------------------------------------- initialisation and training
 
 
 def initial_weights(init: str, seeds: Sequence[int], data: TrainingData, settings: SimulationSettings) -> torch.Tensor:
-    """Starting ``Q`` per run (THEORY.md sec. 11): positional ``1_d/sqrt(d)`` (``m = 1/sqrt(d)``),
-    semantic ``Q*``, random ``0.1 N(0, I_d)``."""
-    d, dtype = settings.d, settings.torch_dtype
+    """Starting ``Q`` per run, shape ``(S, d, r)`` (THEORY.md sec. 11). ``positional``: the first
+    column along the first positional direction ``u_1`` (the paper's ``1_d/sqrt(d)``, ``m = 1/sqrt(d)``);
+    ``semantic``: the first ``min(r, t)`` columns equal to the teacher's; ``random``: every entry
+    ``0.1 N(0, 1)``. The columns an informed start does not set are random as well (drawn from the
+    seed's own stream), so that no symmetry holds them at zero."""
+    model, dtype = settings.finite, settings.torch_dtype
+    d, r = settings.d, model.rank
+    q = torch.stack([RANDOM_SCALE * torch.randn((d, r), generator=generator(s, d, _INIT), dtype=dtype) for s in seeds])
     if init == "positional":
-        return torch.full((len(seeds), d), 1.0 / math.sqrt(d), dtype=dtype)
-    if init == "semantic":
-        return data.teachers.clone()
-    return torch.stack([0.1 * torch.randn(d, generator=generator(s, d, _INIT), dtype=dtype) for s in seeds])
+        q[:, :, 0] = model.directions[0]
+    elif init == "semantic":
+        shared = min(r, model.teacher_rank)
+        q[:, :, :shared] = data.teachers[:, :, :shared]
+    return q
 
 
 @dataclass
 class TrainingResult:
-    """Final weights ``(S, d)``, objective ``(S,)``, gradient norm ``(S,)`` and steps ``(S,)`` per run."""
+    """Final weights ``(S, d, r)``, objective ``(S,)``, gradient norm ``(S,)`` and steps ``(S,)`` per run."""
 
     q: torch.Tensor
     value: torch.Tensor
@@ -367,29 +341,30 @@ def _train_first_order(q0: torch.Tensor, data: TrainingData, settings: Simulatio
     steps = torch.zeros(q.shape[0], dtype=torch.long)
     first, second = torch.zeros_like(q), torch.zeros_like(q)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
-    value, grad = objective_and_gradient(q, data, settings.lam)
+    value, grad = objective_and_gradient(q, data, settings)
     grad = gradient_mapping(q, grad, settings)
     for _ in range(settings.max_steps):
-        active = grad.norm(dim=-1) > tol
+        active = norms(grad) > tol
         if not bool(active.any()):
             break
+        moving = active[:, None, None]
         if settings.optimiser == "gd":
             update = lr * grad
         else:
-            first = torch.where(active[:, None], beta1 * first + (1 - beta1) * grad, first)
-            second = torch.where(active[:, None], beta2 * second + (1 - beta2) * grad * grad, second)
-            t = (steps + 1).to(q.dtype)[:, None]
+            first = torch.where(moving, beta1 * first + (1 - beta1) * grad, first)
+            second = torch.where(moving, beta2 * second + (1 - beta2) * grad * grad, second)
+            t = (steps + 1).to(q.dtype)[:, None, None]
             update = lr * (first / (1 - beta1**t)) / ((second / (1 - beta2**t)).sqrt() + eps)
-        q = torch.where(active[:, None], q - update, q)
+        q = torch.where(moving, q - update, q)
         steps += active.long()
-        value, grad = objective_and_gradient(q, data, settings.lam)
+        value, grad = objective_and_gradient(q, data, settings)
         grad = gradient_mapping(q, grad, settings)
-    return TrainingResult(q, value + l1_penalty(q, settings), grad.norm(dim=-1), steps)
+    return TrainingResult(q, value + l1_penalty(q, settings), norms(grad), steps)
 
 
 def l1_penalty(q: torch.Tensor, settings: SimulationSettings) -> torch.Tensor:
     """``l1 |Q_s|_1`` of every run (zero without an l1 term)."""
-    return settings.l1 * q.abs().sum(-1) if settings.l1 else torch.zeros(q.shape[0], dtype=q.dtype)
+    return settings.l1 * q.abs().sum((-1, -2)) if settings.l1 else torch.zeros(q.shape[0], dtype=q.dtype)
 
 
 def gradient_mapping(q: torch.Tensor, grad: torch.Tensor, settings: SimulationSettings) -> torch.Tensor:
@@ -408,63 +383,62 @@ def _train_lbfgs(q0: torch.Tensor, data: TrainingData, settings: SimulationSetti
     would couple runs if they shared one optimiser)."""
     results = []
     for s in range(q0.shape[0]):
-        run = TrainingData(
-            data.x[s : s + 1], data.c0[s : s + 1], data.b[s : s + 1], data.g_xx[s : s + 1], data.teachers
-        )
+        run = data.run(s)
         q = q0[s : s + 1].clone().requires_grad_(True)
         optimiser = torch.optim.LBFGS(
             [q],
             lr=settings.learning_rate,
             max_iter=settings.max_steps,
             history_size=20,
-            tolerance_grad=settings.tolerance / math.sqrt(settings.d),
+            tolerance_grad=settings.tolerance / math.sqrt(settings.d * settings.model.rank),
             tolerance_change=0.0,
             line_search_fn="strong_wolfe",
         )
 
         def closure(q: torch.Tensor = q, run: TrainingData = run, optimiser: torch.optim.LBFGS = optimiser):
             optimiser.zero_grad()
-            value = objective(q, run, settings.lam).sum()
+            value = objective(q, run, settings).sum()
             value.backward()
             return value
 
         with torch.enable_grad():
             optimiser.step(closure)
         steps = optimiser.state[optimiser._params[0]].get("n_iter", 0)
-        value, grad = objective_and_gradient(q.detach(), run, settings.lam)
-        results.append((q.detach()[0], value[0], grad.norm(), steps))
-    qs, values, norms, steps = zip(*results, strict=True)
-    return TrainingResult(torch.stack(qs), torch.stack(values), torch.stack(norms), torch.tensor(steps))
+        value, grad = objective_and_gradient(q.detach(), run, settings)
+        results.append((q.detach()[0], value[0], norms(grad)[0], steps))
+    qs, values, grad_norms, steps = zip(*results, strict=True)
+    return TrainingResult(torch.stack(qs), torch.stack(values), torch.stack(grad_norms), torch.tensor(steps))
 
 
 # ---------------------------------------------------------------- measurements
 
 
 def test_error(q: torch.Tensor, q_star: torch.Tensor, seed: int, alpha: float, settings: SimulationSettings) -> float:
-    """``eps_g = (1/(dL)) mean_mu ||T(h*) z - S(h) x||_F^2`` over ``n_test`` fresh samples of one run."""
-    d = settings.d
+    """``eps_g = (1/(dL)) mean_mu ||T(h*) z - S(h) x||_F^2`` over ``n_test`` fresh samples of one run
+    (``q``: ``(d, r)``, ``q_star``: ``(d, t)``)."""
+    d, model = settings.d, settings.finite
     gen = generator(seed, d, _TEST, alpha)
-    p = positions(settings)
     total, remaining = 0.0, settings.n_test
     while remaining > 0:
         chunk = min(TEST_CHUNK, remaining)
-        z = tokens(gen, chunk, settings)
-        x = z + p
-        residual = target_attention(z @ q_star / math.sqrt(d), settings) @ z - attention(x @ q / math.sqrt(d)) @ x
+        z = model.tokens(gen, chunk)
+        x = z + model.positions
+        target = model.teacher_attention(z @ q_star / math.sqrt(d)) @ z
+        residual = target - model.student_attention(x @ q / math.sqrt(d)) @ x
         total += float((residual * residual).sum())
         remaining -= chunk
-    return total / (settings.n_test * d * L)
+    return total / (settings.n_test * d * model.length)
 
 
 def simulate_block(
     alpha: float, init: str, settings: SimulationSettings, data: TrainingData | None = None
 ) -> pd.DataFrame:
-    """Train every seed at one ``(alpha, init)``; one row per run (columns ``COLUMNS``)."""
+    """Train every seed at one ``(alpha, init)``; one row per run (columns :meth:`SimulationSettings.columns`)."""
     seeds = settings.seed_list
     started = time.perf_counter()
     data = training_data(alpha, seeds, settings) if data is None else data
     result = train(initial_weights(init, seeds, data, settings), data, settings)
-    d, sigma2 = settings.d, settings.sigma**2
+    d, model = settings.d, settings.finite
     seconds = (time.perf_counter() - started) / len(seeds)
     rows = []
     for s, seed in enumerate(seeds):
@@ -479,16 +453,14 @@ def simulate_block(
                 "optimiser": settings.optimiser,
                 "train_loss": float(result.value[s]) / d,
                 "test_error": test_error(q, data.teachers[s], seed, alpha, settings),
-                "theta": sigma2 * float(data.teachers[s] @ q) / d,
-                "m": float(q.sum()) / d,
-                "q": sigma2 * float(q @ q) / d,
+                **model.order_parameters(q, data.teachers[s]),
                 "grad_norm": float(result.grad_norm[s]),
                 "steps": int(result.steps[s]),
                 "converged": bool(result.grad_norm[s] <= settings.tolerance),
                 "seconds": seconds,
             }
         )
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    return pd.DataFrame(rows, columns=list(settings.columns()))
 
 
 def simulate(
@@ -512,7 +484,7 @@ def simulate(
                 if progress is not None:
                     progress(block)
             del data
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(settings.columns()))
 
 
 def simulate_to(
@@ -548,16 +520,19 @@ def simulate_to(
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / table
+    columns = list(every[0].columns())
+    if any(list(one.columns()) != columns for one in every):
+        raise ValueError("settings written to one table must measure the same order parameters (one model)")
     texts = ("init", "optimiser")
-    numbers = tuple(c for c in COLUMNS if c not in (*texts, "converged"))
+    numbers = tuple(c for c in columns if c not in (*texts, "converged"))
 
     def load() -> pd.DataFrame:
         if not path.exists():
-            return pd.DataFrame(columns=list(COLUMNS))
+            return pd.DataFrame(columns=columns)
         runs = read_table(path, numbers, ("converged",), texts)
         if runs[["d", "alpha", "seed"]].isna().to_numpy().any():
             raise CorruptResultsError(path, "a run lacks its d, its alpha or its seed")
-        return runs[list(COLUMNS)]
+        return runs[columns]
 
     def block(d: float, alpha: float, init: str) -> tuple[int, float, str]:
         return int(d), round(float(alpha), 10), init
@@ -566,7 +541,7 @@ def simulate_to(
         identity = {"settings": [one.as_dict() for one in every] if several else every[0].as_dict()}
     with exclusive(directory):
         frame = start_run(directory, identity, outputs, overwrite, load)
-        frame = pd.DataFrame(columns=list(COLUMNS)) if frame is None else frame
+        frame = pd.DataFrame(columns=columns) if frame is None else frame
         seeds: dict[tuple[int, float, str], set[int]] = {}
         for d, alpha, init, seed in zip(frame["d"], frame["alpha"], frame["init"], frame["seed"], strict=True):
             seeds.setdefault(block(d, alpha, init), set()).add(int(seed))

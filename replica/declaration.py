@@ -17,6 +17,8 @@ from itertools import product
 
 import sympy as sp
 
+from attnphase.replica.order_parameters import ReducedParameters
+
 
 class DeclarationError(ValueError):
     """A declaration parameter is outside its allowed range."""
@@ -384,6 +386,10 @@ class Ridge:
         """The strength as the named constant ``lambda``."""
         return {"lambda": float(self.strength)}
 
+    def separable_weights(self) -> tuple[float, float]:
+        """``(l1, l2) = (0, lambda)`` of ``g(w) = l1 |w|_1 + l2/2 |w|^2``, as a simulation trains it."""
+        return 0.0, float(self.strength)
+
     def entropic_potential(self, law: FieldLaw, strengths: dict[str, sp.Symbol]) -> sp.Expr:
         """``weight E_b[-min_w {g(w) + w^T A w/2 - w.b}] = tr[(lam I + A)^{-1} E[b b^T]] weight / 2``,
         with ``weight E[b b^T] = weight covariance + sum_k muhat_k muhat_k^T`` (:class:`FieldLaw`)."""
@@ -415,6 +421,10 @@ class ElasticNet:
     def constants(self) -> dict[str, float]:
         """The strengths as the named constants ``lambda_1`` (l1) and ``lambda_2`` (l2)."""
         return {"lambda_1": float(self.l1), "lambda_2": float(self.l2)}
+
+    def separable_weights(self) -> tuple[float, float]:
+        """``(l1, l2)`` of ``g(w) = l1 |w|_1 + l2/2 |w|^2``, as a simulation trains it."""
+        return float(self.l1), float(self.l2)
 
     def entropic_potential(self, law: FieldLaw, strengths: dict[str, sp.Symbol]) -> sp.Expr:
         """``weight E_b[-min_w {g(w) + A w^2/2 - w b}] = weight E_b[(|b| - l1)_+^2] / (2 (A + l2))``,
@@ -581,6 +591,12 @@ class AttentionModel:
         for part in (self.student, self.regulariser):
             values.update(part.constants())
         return values
+
+    def reduced_parameters(self) -> ReducedParameters:
+        """The reduced order parameters and their conjugates (THEORY.md sec. 2): ``q``, ``V``, ``theta``
+        per covariance class, ``mu`` (printed ``m``) per positional direction."""
+        classes = self.tokens.covariance_classes()
+        return ReducedParameters.build(max(classes) + 1, self.positions.directions, self.rank, self.teacher_rank)
 
     def record(self) -> dict[str, object]:
         """The whole declaration as JSON-ready data (each component with its class name), as

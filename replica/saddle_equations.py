@@ -314,7 +314,7 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     n_atoms = len(model.tokens.variances)
     positions = model.positions.coefficient_matrix()
     n_dirs = model.positions.directions
-    par = ReducedParameters.build(n_classes, n_dirs, r, t)
+    par = model.reduced_parameters()
     alpha = sp.Symbol("alpha", positive=True)
     strengths = {name: consts[name] for name in model.regulariser.constants()}
 

@@ -132,7 +132,6 @@ API_PARAMETERS: list[tuple[str, Callable[[object], object], str, Interval]] = [
     ("simulation max_steps", partial(_settings, SimulationSettings, "max_steps"), "max_steps", parsing.STEPS),
     ("simulation tolerance", partial(_settings, SimulationSettings, "tolerance"), "tolerance", parsing.TOLERANCE),
     ("simulation n_test", partial(_settings, SimulationSettings, "n_test"), "n_test", parsing.TEST_SAMPLES),
-    ("simulation sigma", partial(_settings, SimulationSettings, "sigma"), "sigma", declaration.SIGMA),
     *[(f"histogram {n}", partial(_settings, HistogramSettings, n), n, r) for n, r in parsing.HISTOGRAM_RANGES.items()],
 ]
 API_IDS = [case[0] for case in API_PARAMETERS]
