@@ -1,6 +1,7 @@
 """The ``attnphase`` command line: a thin layer over the public API.
 
-Each command reads its options, builds the paper's model (:func:`attnphase.paper_model`) and calls
+Each command reads its options, builds the model (a shipped variant, :mod:`attnphase.replica.variants`,
+by default the paper's) and calls
 the function of the same name (:func:`attnphase.scan`, :func:`attnphase.simulate`, ...), which
 computes, writes its tables, figure and ``run.json`` into ``--out`` and returns the result whose
 summary is printed. Bad input is reported in one line with exit status 2.
@@ -9,6 +10,7 @@ summary is printed. Bad input is reported in one line with exit status 2.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,8 @@ from attnphase.experiments.cli_common import (
     ConjugateForm,
     Dimension,
     Lambda,
+    ModelName,
+    ModelSettings,
     Omega,
     Order,
     Out,
@@ -37,9 +41,18 @@ from attnphase.experiments.cli_common import (
     Tolerance,
     fail,
 )
-from attnphase.experiments.parsing import DEFAULT_ALPHAS, EXTENT, GRID_POINTS, parse_grid, parse_matrix
+from attnphase.experiments.parsing import (
+    DEFAULT_ALPHAS,
+    EXTENT,
+    GRID_POINTS,
+    UsageError,
+    parse_grid,
+    parse_matrix,
+    parse_settings,
+)
 from attnphase.experiments.storage import DirectoryInUseError
-from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel, paper_model
+from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel
+from attnphase.replica.variants import VARIANTS, Value, Variant, variant
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER
 from attnphase.saddle.validation import ALPHA
 
@@ -61,9 +74,31 @@ def user_errors() -> Iterator[None]:
         fail(error)
 
 
-def _model(omega: float, sigma: float, lam: float, a_matrix: str) -> AttentionModel:
+#: The parameter each of the paper-shaped options sets.
+OPTION_PARAMETERS = {"omega": "omega", "sigma": "sigma", "lam": "lambda", "a_matrix": "A"}
+
+
+def _values(name: str, settings: list[str] | None, **options: float | str | None) -> tuple[Variant, dict[str, Value]]:
+    """The shipped model ``name`` and the parameter values of its ``--set`` items and of the
+    paper-shaped options given (each parameter set once; an option the model lacks is refused, naming
+    the model's parameters)."""
+    chosen = variant(name)
+    values = parse_settings(settings or [], chosen)
+    for option, value in options.items():
+        if value is None:
+            continue
+        parameter = chosen.parameter(OPTION_PARAMETERS[option])
+        if parameter.name in values:
+            raise UsageError(f"{parameter.name} is given twice (as an option and with --set)")
+        values[parameter.name] = parse_matrix(value, "A") if parameter.is_matrix else value
+    return chosen, values
+
+
+def _model(name: str, settings: list[str] | None, **options: float | str | None) -> AttentionModel:
+    """The declaration of :func:`_values`."""
     with user_errors():
-        return paper_model(omega=omega, sigma=sigma, lam=lam, A=parse_matrix(a_matrix))
+        chosen, values = _values(name, settings, **options)
+        return chosen.model(values)
 
 
 @app.callback()
@@ -74,10 +109,12 @@ def _root() -> None:
 @app.command()
 def scan(
     out: Out = Path("attnphase-scan"),
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    omega: Omega = None,
+    sigma: Sigma = None,
+    lam: Lambda = None,
+    a_matrix: PositionalTarget = None,
     alphas: ScanAlphas = DEFAULT_ALPHAS,
     quadrature: Quadrature = "gauss-hermite",
     order: Order = 20,
@@ -95,7 +132,7 @@ def scan(
     """
     from attnphase.experiments.scan_study import scan as run
 
-    model = _model(omega, sigma, lam, a_matrix)
+    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,
@@ -120,10 +157,15 @@ def phase_diagram(
         str, typer.Option(help=f"Positionalities start:stop:step (stop included) or a list, each {OMEGA}.")
     ] = "0.1:0.5:0.1",
     sigmas: Annotated[
-        str, typer.Option(help=f"Token standard deviations (a list or start:stop:step), each {SIGMA}.")
-    ] = ("0.5"),
-    lambdas: Annotated[str, typer.Option(help=f"Ridge strengths (a list or start:stop:step), each {LAMBDA}.")] = "0.01",
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+        str | None,
+        typer.Option(help=f"Token standard deviations (a list or start:stop:step), each {SIGMA} (default 0.5)."),
+    ] = None,
+    lambdas: Annotated[
+        str | None, typer.Option(help=f"Ridge strengths (a list or start:stop:step), each {LAMBDA} (default 0.01).")
+    ] = None,
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    a_matrix: PositionalTarget = None,
     alphas: ScanAlphas = DEFAULT_ALPHAS,
     quadrature: Quadrature = "gauss-hermite",
     order: Order = 20,
@@ -148,19 +190,21 @@ def phase_diagram(
     from attnphase.experiments.phase_diagram import phase_diagram as run
 
     with user_errors():
-        grids = [
-            parse_grid(text, name, allowed)
-            for text, name, allowed in (
-                (omegas, "omegas", OMEGA),
-                (sigmas, "sigmas", SIGMA),
-                (lambdas, "lambdas", LAMBDA),
+        chosen, fixed = _values(model_name, settings, a_matrix=a_matrix)
+        grids = {
+            chosen.parameter(parameter).name: parse_grid(text, name, allowed)
+            for text, name, parameter, allowed in (
+                (sigmas, "sigmas", "sigma", SIGMA),
+                (lambdas, "lambdas", "lambda", LAMBDA),
+                (omegas, "omegas", "omega", OMEGA),
             )
-        ]
+            if text is not None
+        }
+        for parameter in set(grids) & set(fixed):
+            raise UsageError(f"{parameter} is given twice (as a grid and with --set)")
         models = [
-            paper_model(omega=omega, sigma=sigma, lam=lam, A=parse_matrix(a_matrix))
-            for sigma in grids[1]
-            for lam in grids[2]
-            for omega in grids[0]
+            chosen.model({**fixed, **dict(zip(grids, point, strict=True))})
+            for point in itertools.product(*grids.values())
         ]
         result = run(
             models,
@@ -184,10 +228,12 @@ def phase_diagram(
 def landscape(
     out: Out = Path("attnphase-landscape"),
     alpha: Annotated[float, typer.Option(help=f"Sample complexity, {ALPHA}.")] = 1.25,
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    omega: Omega = None,
+    sigma: Sigma = None,
+    lam: Lambda = None,
+    a_matrix: PositionalTarget = None,
     points: Annotated[int, typer.Option(help=f"Grid nodes per axis, {GRID_POINTS}.")] = 11,
     extent: Annotated[
         str | None,
@@ -207,7 +253,7 @@ def landscape(
     """
     from attnphase.experiments.landscape import landscape as run
 
-    model = _model(omega, sigma, lam, a_matrix)
+    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         bounds = None if extent is None else parse_grid(extent, "extent", EXTENT)
         result = run(
@@ -217,27 +263,43 @@ def landscape(
 
 
 @app.command()
+def models() -> None:
+    """List the shipped models (--model NAME) with their parameters (--set name=value) and defaults."""
+    for chosen in VARIANTS.values():
+        typer.echo(f"{chosen.name}: {chosen.summary}")
+        for parameter in chosen.parameters:
+            default = parameter.default
+            shown = ",".join(f"{x:g}" for row in default for x in row) if parameter.is_matrix else f"{default:g}"
+            typer.echo(f"    {parameter.name} = {shown}  ({parameter.meaning})")
+
+
+@app.command()
 def equations(
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    omega: Omega = None,
+    sigma: Sigma = None,
+    lam: Lambda = None,
+    a_matrix: PositionalTarget = None,
     latex: Annotated[bool, typer.Option(help="Print LaTeX (align* environments) instead of plain text.")] = False,
 ) -> None:
     """Print the paper's model's saddle-point system: symmetry reduction, fields, envelope, equations, free entropy."""
     from attnphase.replica.saddle_equations import derive
 
-    document = derive(_model(omega, sigma, lam, a_matrix)).equations_document()
+    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
+    document = derive(model).equations_document()
     typer.echo(document.latex() if latex else document.text())
 
 
 @app.command()
 def simulate(
     out: Out = Path("attnphase-simulate"),
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    omega: Omega = None,
+    sigma: Sigma = None,
+    lam: Lambda = None,
+    a_matrix: PositionalTarget = None,
     d: Dimension = 400,
     alphas: SampleComplexities = "0.4:2.4:0.4",
     seeds: Annotated[
@@ -270,7 +332,7 @@ def simulate(
     """
     from attnphase.experiments.simulate_study import simulate as run
 
-    model = _model(omega, sigma, lam, a_matrix)
+    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,
@@ -294,10 +356,12 @@ def simulate(
 @app.command("finite-size")
 def finite_size(
     out: Out = Path("attnphase-finite-size"),
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    omega: Omega = None,
+    sigma: Sigma = None,
+    lam: Lambda = None,
+    a_matrix: PositionalTarget = None,
     alpha: Annotated[float, typer.Option(help="Sample complexity n/d held fixed, in [1e-06, 10000].")] = 1.5,
     dims: Annotated[
         str, typer.Option(help="Embedding dimensions, comma-separated, at least two, each an integer in [2, 100000].")
@@ -321,7 +385,7 @@ def finite_size(
     """
     from attnphase.experiments.finite_size import finite_size as run
 
-    model = _model(omega, sigma, lam, a_matrix)
+    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,
@@ -341,10 +405,12 @@ def finite_size(
 @app.command()
 def uninformed(
     out: Out = Path("attnphase-uninformed"),
-    omega: Omega = 0.3,
-    sigma: Sigma = 0.5,
-    lam: Lambda = 0.01,
-    a_matrix: PositionalTarget = "0.6,0.4,0.4,0.6",
+    model_name: ModelName = "paper",
+    settings: ModelSettings = None,
+    omega: Omega = None,
+    sigma: Sigma = None,
+    lam: Lambda = None,
+    a_matrix: PositionalTarget = None,
     d: Dimension = 200,
     alphas: SampleComplexities = "0.5:2.5:0.5",
     seeds: Annotated[
@@ -364,7 +430,7 @@ def uninformed(
     """
     from attnphase.experiments.uninformed import uninformed as run
 
-    model = _model(omega, sigma, lam, a_matrix)
+    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,

@@ -9,6 +9,7 @@ import typer
 
 from attnphase.experiments.parsing import DIMENSION, MAX_SIMULATION_BYTES, TEST_SAMPLES, TOLERANCE, UsageError
 from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, TARGET_ENTRY, DeclarationError, InputTypeError
+from attnphase.replica.variants import VARIANTS
 from attnphase.saddle.quadrature import QuadratureError
 from attnphase.saddle.validation import ALPHA, ParameterError
 
@@ -37,14 +38,28 @@ Overwrite = Annotated[
     typer.Option(help="Discard a previous run in OUT with other settings or unreadable files, then start afresh."),
 ]
 
-# the paper's model, as options shared by every command (ranges: attnphase.replica.declaration)
-Omega = Annotated[float, typer.Option(help=f"Positionality of the target, {OMEGA}.")]
-Sigma = Annotated[float, typer.Option(help=f"Token standard deviation, {SIGMA}.")]
-Lambda = Annotated[float, typer.Option("--lambda", help=f"Ridge strength, {LAMBDA}.")]
-PositionalTarget = Annotated[
-    str,
+# the model: a shipped variant (attnphase.replica.variants) and its parameters; the paper's four
+# numbers also as options of their own (ranges: attnphase.replica.declaration)
+ModelName = Annotated[
+    str, typer.Option("--model", help=f"A shipped model ({', '.join(VARIANTS)}; attnphase models lists them).")
+]
+ModelSettings = Annotated[
+    list[str] | None,
     typer.Option(
-        "--A", help=f"Positional target A, row-major a11,a12,a21,a22: entries {TARGET_ENTRY}, rows summing to 1."
+        "--set",
+        help="A parameter of the model as name=value (a matrix row-major, a11,a12,...), repeatable; "
+        "attnphase models lists the names.",
+    ),
+]
+Omega = Annotated[float | None, typer.Option(help=f"Positionality of the target, {OMEGA} (default 0.3).")]
+Sigma = Annotated[float | None, typer.Option(help=f"Token standard deviation, {SIGMA} (default 0.5).")]
+Lambda = Annotated[float | None, typer.Option("--lambda", help=f"Ridge strength, {LAMBDA} (default 0.01).")]
+PositionalTarget = Annotated[
+    str | None,
+    typer.Option(
+        "--A",
+        help=f"Positional target A, row-major a11,a12,a21,a22: entries {TARGET_ENTRY}, rows summing to 1 "
+        "(default 0.6,0.4,0.4,0.6).",
     ),
 ]
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnphase.replica.declaration import Interval
+from attnphase.replica.variants import Value, Variant
 from attnphase.saddle.validation import ALPHA, SEED, ParameterError, check
 
 #: The paper's grid of sample complexities (``start:stop:step``, stop included).
@@ -130,16 +131,39 @@ def _number(part: str, name: str, text: str) -> float:
         raise UsageError(f"{name} must be start:stop:step or a comma-separated list; got {text!r}") from None
 
 
-def parse_matrix(text: str) -> tuple[tuple[float, ...], ...]:
+def parse_matrix(text: str, name: str = "A") -> tuple[tuple[float, ...], ...]:
     """``a11,a12,a21,a22`` (row-major, a square number of entries) as a tuple of rows."""
     try:
         entries = [float(x) for x in text.split(",")]
     except ValueError:
-        raise UsageError(f"A must be comma-separated numbers a11,a12,a21,a22; got {text!r}") from None
+        raise UsageError(f"{name} must be comma-separated numbers a11,a12,a21,a22; got {text!r}") from None
     size = int(round(math.sqrt(len(entries))))
     if size * size != len(entries):
-        raise ParameterError(f"A must be a square matrix given row-major; got {len(entries)} entries")
+        raise ParameterError(f"{name} must be a square matrix given row-major; got {len(entries)} entries")
     return tuple(tuple(entries[i * size : (i + 1) * size]) for i in range(size))
+
+
+def parse_settings(items: Sequence[str], variant: Variant) -> dict[str, Value]:
+    """``name=value`` pairs for the parameters of ``variant``: a number, or a matrix given row-major
+    (:func:`parse_matrix`). Each name is checked against the variant and given at most once; the
+    numbers are checked by the declaration they enter. Nothing is evaluated."""
+    values: dict[str, Value] = {}
+    for item in items:
+        name, equals, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        if not equals or not name or not text:
+            raise UsageError(f"set must be name=value; got {item!r}")
+        parameter = variant.parameter(name)
+        if name in values:
+            raise UsageError(f"set gives {name} twice")
+        if parameter.is_matrix:
+            values[name] = parse_matrix(text, name)
+            continue
+        try:
+            values[name] = float(text)
+        except ValueError:
+            raise UsageError(f"{name} must be a number; got {text!r}") from None
+    return values
 
 
 def parse_names(text: str | Sequence[str]) -> tuple[str, ...]:

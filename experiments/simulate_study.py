@@ -19,7 +19,13 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.parsing import UsageError, parse_alphas, parse_names
 from attnphase.experiments.scan_study import ScanResult, scan
-from attnphase.experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate_to
+from attnphase.experiments.simulation import (
+    SimulationSettings,
+    branch_overlaps,
+    classify_basin,
+    overlap_names,
+    simulate_to,
+)
 from attnphase.experiments.simulation_figures import simulation_figure
 from attnphase.experiments.storage import exclusive, read_table
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
@@ -82,7 +88,7 @@ class SimulationResult(StudyResult):
     def plot(self) -> Figure:
         """Test error, training loss and overlaps (mean and standard error over seeds) on the theory's
         branches, and the training-loss gap between the two minima."""
-        return simulation_figure(self.runs, self.theory_branches, self.theory_thresholds)
+        return simulation_figure(self.runs, self.theory_branches, self.theory_thresholds, self.settings.model)
 
     def summary(self) -> str:
         """One line: how many runs, how many converged."""
@@ -90,7 +96,9 @@ class SimulationResult(StudyResult):
         return f"{len(self.runs)} runs ({converged} converged to gradient norm <= {self.settings.tolerance:g})"
 
 
-def _theory_tables(theory: ScanResult | str | Path) -> tuple[pd.DataFrame, pd.Series | None, str]:
+def _theory_tables(
+    theory: ScanResult | str | Path, model: AttentionModel
+) -> tuple[pd.DataFrame, pd.Series | None, str]:
     """The ``branches`` table and the thresholds row of a scan result or of a scan's output
     directory (read strictly: :func:`~attnphase.experiments.storage.read_table`), and where the
     scan is kept."""
@@ -101,7 +109,7 @@ def _theory_tables(theory: ScanResult | str | Path) -> tuple[pd.DataFrame, pd.Se
         raise UsageError(f"theory must be a scan's output directory with branches.csv; got {directory}")
     branches = read_table(
         directory / "branches.csv",
-        numbers=("alpha", "m", "theta", "train_loss", "test_error"),
+        numbers=("alpha", *overlap_names(model), "train_loss", "test_error"),
         flags=("converged",),
         texts=("branch",),
     )
@@ -165,7 +173,7 @@ def simulate(
         tolerance=tolerance,
         n_test=n_test,
     ).validate()
-    tables = None if theory is None else _theory_tables(theory)  # a bad directory fails before training
+    tables = None if theory is None else _theory_tables(theory, model)  # a bad directory fails before training
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():
         started = time.perf_counter()
@@ -177,9 +185,9 @@ def simulate(
         simulation_seconds = time.perf_counter() - started
         if theory is None:
             theory = scan(model, settings.alphas, progress=progress)
-            tables = _theory_tables(theory)
+            tables = _theory_tables(theory, model)
         branches, thresholds, source = tables
-        runs = classify_basin(runs, branch_overlaps(branches, settings.alphas))
+        runs = classify_basin(runs, branch_overlaps(branches, settings.alphas, model), model)
         held = theory if isinstance(theory, ScanResult) else None
         result = SimulationResult(
             settings, runs, branches, thresholds, held, source, simulation_seconds, time.perf_counter() - started

@@ -47,7 +47,7 @@ import torch
 
 from attnphase.experiments.finite_model import FiniteModel
 from attnphase.experiments.storage import CorruptResultsError, exclusive, read_table, start_run, write_table
-from attnphase.replica.declaration import AttentionModel, paper_model
+from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel, paper_model
 
 INITS = ("positional", "semantic", "random")
 OPTIMISERS = ("gd", "lbfgs", "adam")
@@ -577,52 +577,100 @@ def _blocks(every: Sequence[SimulationSettings]) -> list[tuple[SimulationSetting
 
 # ---------------------------------------------------------------- basins
 
-BASINS = ("positional", "semantic", "neither")
+
+def family_labels(model: AttentionModel) -> dict[str, str]:
+    """The label of the branch on which each overlap family alone is non-zero (THEORY.md sec. 6;
+    the paper's: ``m`` positional, ``theta`` semantic), for the families the declaration has."""
+    meanings = dict(model.labels.meanings)
+    present = {e.family for e in model.reduced_parameters().entries}
+    return {family: meanings[family] for family in OVERLAP_FAMILIES if family in meanings and family in present}
 
 
-def branch_overlaps(branches: pd.DataFrame, alphas: Sequence[float]) -> pd.DataFrame:
-    """The theory's overlaps that tell the minima apart, at ``alphas``: ``|m|`` of the positional branch
-    and ``|theta|`` of the semantic branch (THEORY.md sec. 2, 6), linearly interpolated in alpha between the
-    converged points of a scan's ``branches.csv``. Outside the range of a branch's converged points the
-    branch is absent (it has ended or merged, or was not scanned there), and its overlap is NaN."""
+def basins(model: AttentionModel) -> tuple[str, ...]:
+    """The basins a run is put in: the labels of :func:`family_labels`, then ``neither``."""
+    return (*family_labels(model).values(), "neither")
+
+
+BASINS = basins(paper_model())
+
+
+def overlap_names(model: AttentionModel) -> tuple[str, ...]:
+    """The entries of the overlap families (``m`` and ``theta``, THEORY.md sec. 2), as named in tables."""
+    return tuple(e.name for e in model.reduced_parameters().entries if e.family in OVERLAP_FAMILIES)
+
+
+def family_norms(table: pd.DataFrame, model: AttentionModel) -> dict[str, np.ndarray]:
+    """Per row, the Euclidean norm of each overlap family's entries (the paper's ``|m|`` and ``|theta|``):
+    the size of the overlap with the encodings and with the teacher, whatever the rank and the number
+    of positional directions or covariance classes."""
+    names = {family: [e.name for e in model.reduced_parameters().of_family(family)] for family in OVERLAP_FAMILIES}
+    return {
+        family: np.sqrt(sum(table[name].to_numpy(float) ** 2 for name in names[family]))
+        for family in family_labels(model)
+    }
+
+
+def branch_overlaps(
+    branches: pd.DataFrame, alphas: Sequence[float], model: AttentionModel | None = None
+) -> pd.DataFrame:
+    """The theory's overlaps that tell the minima apart, at ``alphas``: the norm of each overlap
+    family (:func:`family_norms`) on the branch where that family alone is non-zero (the paper's
+    ``|m|`` of the positional branch and ``|theta|`` of the semantic branch, THEORY.md sec. 2, 6), as
+    columns ``<family>_<label>``, linearly interpolated in alpha between the converged points of a
+    scan's ``branches.csv``. Outside the range of a branch's converged points the branch is absent (it
+    has ended or merged, or was not scanned there), and its overlap is NaN. ``model``: the declaration
+    scanned (default: the paper's)."""
+    model = paper_model() if model is None else model
     values: dict[str, np.ndarray] = {"alpha": np.asarray(alphas, dtype=float)}
-    for column, branch, name in (("m_positional", "positional", "m"), ("theta_semantic", "semantic", "theta")):
-        rows = branches[(branches["branch"] == branch) & branches["converged"].astype(bool)].sort_values("alpha")
+    for family, label in family_labels(model).items():
+        column = f"{family}_{label}"
+        rows = branches[(branches["branch"] == label) & branches["converged"].astype(bool)].sort_values("alpha")
         known = rows["alpha"].to_numpy(float)
         if known.size == 0:
             values[column] = np.full(values["alpha"].shape, np.nan)
             continue
         inside = (values["alpha"] >= known[0] - 1e-12) & (values["alpha"] <= known[-1] + 1e-12)
-        values[column] = np.where(inside, np.interp(values["alpha"], known, rows[name].abs()), np.nan)
+        sizes = family_norms(rows, model)[family]
+        values[column] = np.where(inside, np.interp(values["alpha"], known, sizes), np.nan)
     return pd.DataFrame(values)
 
 
-def classify_basin(frame: pd.DataFrame, overlaps: pd.DataFrame, relative: float = 0.5) -> pd.DataFrame:
-    """``frame`` with a column ``basin`` in ``BASINS``: which of the theory's minima each run ended in.
+def classify_basin(
+    frame: pd.DataFrame, overlaps: pd.DataFrame, model: AttentionModel | None = None, relative: float = 0.5
+) -> pd.DataFrame:
+    """``frame`` with a column ``basin`` in :func:`basins`: which of the theory's minima each run ended in.
 
-    With ``m_P = |m|`` of the positional branch and ``theta_S = |theta|`` of the semantic branch at the
-    run's alpha (``overlaps``, from :func:`branch_overlaps`), ``r = relative`` and the finite-d spread
-    ``s = 1/sqrt(d)`` (about three standard deviations of an overlap whose large-d value is 0: 0.018
-    at d = 400, see ``tests/test_simulation.py``), a run is
+    For the paper's model (the default), with ``m_P = |m|`` of the positional branch and
+    ``theta_S = |theta|`` of the semantic branch at the run's alpha (``overlaps``, from
+    :func:`branch_overlaps`), ``r = relative`` and the finite-d spread ``s = 1/sqrt(d)`` (about three
+    standard deviations of an overlap whose large-d value is 0: 0.018 at d = 400, see
+    ``tests/test_simulation.py``), a run is
 
     * positional if ``m_P >= s``, ``||m| - m_P| <= r m_P`` and ``|theta| < s``;
     * semantic if ``theta_S >= s``, ``||theta| - theta_S| <= r theta_S`` and ``|m| < min(s, m_P/2)``;
     * neither otherwise (a mixed or agnostic point, or the theory missing at that alpha).
 
-    A branch whose overlap is below ``s`` cannot be told from 0 at that d (nor from the agnostic
-    point), so no run is put in it; in particular no run is semantic where the semantic branch has
-    collapsed to ``theta_S = 0``. Overlaps enter as absolute values: ``S(h) = softmax(h h^T)`` is even
-    in ``Q``, so ``Q`` and ``-Q`` are the same minimum. With ``r <= 1/2`` the classes are disjoint
-    (positional needs ``|m| >= m_P/2``, semantic ``|m| < m_P/2``).
+    Another declaration is classified the same way with its own labels and with the family norms
+    (:func:`family_norms`) in place of ``|m|`` and ``|theta|``. A branch whose overlap is below ``s``
+    cannot be told from 0 at that d (nor from the agnostic point), so no run is put in it; in
+    particular no run is semantic where the semantic branch has collapsed to ``theta_S = 0``. Overlaps
+    enter as norms: ``S(h) = softmax(h h^T)`` is even in ``Q``, so ``Q`` and ``-Q`` are the same
+    minimum. With ``r <= 1/2`` the classes are disjoint (positional needs ``|m| >= m_P/2``, semantic
+    ``|m| < m_P/2``).
     """
+    model = paper_model() if model is None else model
+    labels = family_labels(model)
+    if set(labels) != set(OVERLAP_FAMILIES):
+        return frame.assign(basin="neither")
     theory = overlaps.assign(alpha=overlaps["alpha"].round(10)).drop_duplicates("alpha")
     merged = frame.assign(alpha_key=frame["alpha"].round(10)).merge(
         theory.rename(columns={"alpha": "alpha_key"}), on="alpha_key", how="left"
     )
-    m, theta = merged["m"].abs().to_numpy(float), merged["theta"].abs().to_numpy(float)
-    m_p, theta_s = merged["m_positional"].to_numpy(float), merged["theta_semantic"].to_numpy(float)
+    sizes = family_norms(merged, model)
+    m, theta = sizes["m"], sizes["theta"]
+    m_p, theta_s = (merged[f"{family}_{labels[family]}"].to_numpy(float) for family in ("m", "theta"))
     spread = 1.0 / np.sqrt(merged["d"].to_numpy(float))
     positional = (m_p >= spread) & (np.abs(m - m_p) <= relative * m_p) & (theta < spread)
     semantic = (theta_s >= spread) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.minimum(spread, m_p / 2))
-    basin = np.where(positional, "positional", np.where(semantic, "semantic", "neither"))
+    basin = np.where(positional, labels["m"], np.where(semantic, labels["theta"], "neither"))
     return frame.assign(basin=basin)

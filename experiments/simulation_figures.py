@@ -11,20 +11,33 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import BRANCH_STYLE
+from attnphase.experiments.simulation import family_labels, family_norms
+from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
     "semantic": {"color": "tab:blue", "marker": "o"},
     "random": {"color": "tab:purple", "marker": "D"},
 }
-MEASURES = ("train_loss", "test_error", "theta", "m", "q")
 
 
-def summarise(simulations: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard error over seeds of every measure, per ``(alpha, init)``; ``m`` enters as ``|m|``
-    (its sign is that of the push of the initialisation, the theory's is arbitrary)."""
-    frame = simulations.assign(m=simulations["m"].abs())
-    grouped = frame.groupby(["alpha", "init"])[list(MEASURES)]
+def overlap_columns(model: AttentionModel) -> dict[str, str]:
+    """The plotted overlap per family, ``|m|`` and ``|theta|``: the norm of the family's entries
+    (:func:`~attnphase.experiments.simulation.family_norms`), keyed by column name, valued by family."""
+    return {f"|{family}|": family for family in family_labels(model)}
+
+
+def with_overlap_norms(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """``table`` with the columns of :func:`overlap_columns`."""
+    sizes = family_norms(table, model)
+    return table.assign(**{column: sizes[family] for column, family in overlap_columns(model).items()})
+
+
+def summarise(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """Mean and standard error over seeds of ``train_loss``, ``test_error`` and the overlap norms
+    (their signs follow the push of the initialisation, the theory's are arbitrary), per ``(alpha, init)``."""
+    measures = ["train_loss", "test_error", *overlap_columns(model)]
+    grouped = with_overlap_norms(simulations, model).groupby(["alpha", "init"])[measures]
     mean, se = grouped.mean(), grouped.sem()
     return mean.join(se.add_suffix("_se")).join(grouped.size().rename("runs")).reset_index()
 
@@ -39,51 +52,51 @@ def training_loss_gap(simulations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"gap": gap.mean(), "gap_se": gap.sem(), "runs": gap.size()}).reset_index()
 
 
-def simulation_figure(simulations: pd.DataFrame, branches: pd.DataFrame, thresholds: pd.Series | None) -> Figure:
-    """Four panels: test error, training loss, overlaps ``|m|`` and ``theta``, and the training-loss
-    gap semantic - positional; theory lines per branch, simulations as points with error bars."""
-    summary = summarise(simulations)
-    theory = branches[branches["converged"].astype(bool)].sort_values("alpha")
+def simulation_figure(
+    simulations: pd.DataFrame, branches: pd.DataFrame, thresholds: pd.Series | None, model: AttentionModel
+) -> Figure:
+    """Four panels: test error, training loss, the overlap norms (``|m|`` solid, ``|theta|`` dashed for
+    the paper's model), and the training-loss gap semantic - positional init against the theory's gap
+    between the branches of ``model.labels.critical``; theory lines per branch, simulations as points
+    with error bars."""
+    summary = summarise(simulations, model)
+    overlaps = overlap_columns(model)
+    theory = with_overlap_norms(branches[branches["converged"].astype(bool)].sort_values("alpha"), model)
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
+    line_styles = ("-", "--", ":", "-.")
     for branch, group in theory.groupby("branch", sort=False):
         color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
         ax_test.plot(group["alpha"], group["test_error"], color=color, label=f"theory ({branch})")
         ax_train.plot(group["alpha"], group["train_loss"], color=color, label=f"theory ({branch})")
-        if branch != "agnostic":
-            ax_overlap.plot(group["alpha"], group["theta"], color=color, label=rf"$\theta$ theory ({branch})")
-            ax_overlap.plot(
-                group["alpha"], group["m"].abs(), color=color, linestyle="--", label=f"|m| theory ({branch})"
-            )
+        if branch != model.labels.none:
+            for column, style in zip(overlaps, line_styles, strict=False):
+                ax_overlap.plot(
+                    group["alpha"], group[column], color=color, linestyle=style, label=f"{column} theory ({branch})"
+                )
     for init, group in summary.groupby("init", sort=False):
         style = INIT_STYLE.get(init, {"color": "k", "marker": "."})
         bars = {"linestyle": "none", "markersize": 4, "capsize": 2, "color": style["color"]}
         ax_test.errorbar(group["alpha"], group["test_error"], group["test_error_se"], marker=style["marker"], **bars)
         ax_train.errorbar(group["alpha"], group["train_loss"], group["train_loss_se"], marker=style["marker"], **bars)
-        ax_overlap.errorbar(
-            group["alpha"],
-            group["theta"],
-            group["theta_se"],
-            marker=style["marker"],
-            label=rf"$\theta$ ({init} init)",
-            **bars,
-        )
-        ax_overlap.errorbar(
-            group["alpha"],
-            group["m"],
-            group["m_se"],
-            marker=style["marker"],
-            mfc="none",
-            label=f"|m| ({init} init)",
-            **bars,
-        )
+        for k, column in enumerate(overlaps):
+            ax_overlap.errorbar(
+                group["alpha"],
+                group[column],
+                group[f"{column}_se"],
+                marker=style["marker"],
+                mfc=None if k == 0 else "none",
+                label=f"{column} ({init} init)",
+                **bars,
+            )
         ax_test.plot([], [], marker=style["marker"], color=style["color"], linestyle="none", label=f"{init} init")
         ax_train.plot([], [], marker=style["marker"], color=style["color"], linestyle="none", label=f"{init} init")
 
+    low, high = model.labels.critical
     pivot = theory.pivot_table(index="alpha", columns="branch", values="train_loss")
-    if {"semantic", "positional"} <= set(pivot.columns):
-        gap = (pivot["semantic"] - pivot["positional"]).dropna()
+    if {low, high} <= set(pivot.columns):
+        gap = (pivot[high] - pivot[low]).dropna()
         ax_gap.plot(gap.index, gap.values, color="k", label="theory")
     simulated_gap = training_loss_gap(simulations)
     if not simulated_gap.empty:
@@ -103,7 +116,7 @@ def simulation_figure(simulations: pd.DataFrame, branches: pd.DataFrame, thresho
     d = ", ".join(str(v) for v in np.unique(simulations["d"]))
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss")
-    ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title=r"summary statistics $|m|$, $\theta$")
+    ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics " + ", ".join(overlaps))
     ax_gap.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t^{sem} - \epsilon_t^{pos}$", title="training-loss gap")
     alpha_c = None if thresholds is None else thresholds.get("alpha_c")
     for ax in axes.ravel():

@@ -1,0 +1,107 @@
+"""The shipped variants: each a declaration built from named parameters, chosen on the command line
+with ``--model NAME --set name=value``, listed by ``attnphase models``; and a reduction each one
+admits, solved."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from attnphase.experiments.cli import app
+from attnphase.experiments.parsing import UsageError, parse_settings
+from attnphase.replica.declaration import DeclarationError, ElasticNet, GaussianTokens, Ridge, paper_model
+from attnphase.replica.variants import VARIANTS, variant
+from attnphase.saddle.scan import make_solver
+
+
+def test_every_variant_builds_at_its_defaults_and_names_its_parameters():
+    for chosen in VARIANTS.values():
+        model = chosen.model()
+        assert model.length in (2, 3)
+        assert set(chosen.defaults()) == {p.name for p in chosen.parameters}
+    assert variant("paper").model() == paper_model()
+    assert variant("l1").model().regulariser == ElasticNet(0.005, 0.0)
+    assert variant("elastic-net").model({"lambda_2": 0.02}).regulariser == ElasticNet(0.005, 0.02)
+    three = variant("L3").model({"sigma": 0.7})
+    assert three.tokens == GaussianTokens.isotropic(3, 0.7) and three.regulariser == Ridge(0.01)
+    spectrum = variant("spectrum").model({"weight_1": 0.25})
+    assert spectrum.tokens.weights == (0.25, 0.75)
+    np.testing.assert_allclose(spectrum.tokens.variances, ((0.25, 0.25), (0.64, 0.64)), rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("name", "values", "message"),
+    [
+        ("paper", {"sigma_1": 0.5}, "parameter must be one of omega, sigma, lambda, A for the model 'paper'"),
+        ("spectrum", {"weight_1": 1.0}, "weight_1 must be in (0, 1); got 1.0"),
+        ("spectrum", {"sigma_2": 0.0}, "sigma_2 must be in [0.001, 1000]; got 0.0"),
+        ("L3", {"A": ((0.5, 0.5), (0.5, 0.5))}, "A must be a 3 x 3 matrix"),
+        ("l1", {"lambda_1": -1.0}, "lambda_1 must be in [0, 1000]; got -1.0"),
+    ],
+)
+def test_a_bad_parameter_is_refused_by_name(name, values, message):
+    with pytest.raises(DeclarationError, match=None) as error:
+        variant(name).model(values)
+    assert message in str(error.value)
+
+
+def test_an_unknown_model_lists_the_shipped_ones():
+    with pytest.raises(DeclarationError, match="model must be one of paper, elastic-net, l1, L3, spectrum; got 'x'"):
+        variant("x")
+
+
+def test_settings_are_parsed_as_numbers_never_evaluated():
+    chosen = variant("L3")
+    values = parse_settings(["omega=0.2", " A = 0.5,0.25,0.25,0.25,0.5,0.25,0.25,0.25,0.5"], chosen)
+    assert values == {"omega": 0.2, "A": ((0.5, 0.25, 0.25), (0.25, 0.5, 0.25), (0.25, 0.25, 0.5))}
+    for item, message in (
+        ("omega=__import__('os').getcwd()", "omega must be a number"),
+        ("omega", "set must be name=value"),
+        ("omega=0.1,0.2", "omega must be a number"),
+        ("A=0.5,0.5,0.5", "A must be a square matrix"),
+    ):
+        with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+            parse_settings([item], chosen)
+    with pytest.raises(UsageError, match="set gives omega twice"):
+        parse_settings(["omega=0.1", "omega=0.2"], chosen)
+
+
+def test_models_lists_every_variant_with_its_defaults():
+    result = CliRunner().invoke(app, ["models"])
+    assert result.exit_code == 0
+    for name in VARIANTS:
+        assert f"{name}: " in result.output
+    assert "lambda_1 = 0.005" in result.output and "A = 0.6,0.2,0.2,0.2,0.6,0.2,0.2,0.2,0.6" in result.output
+
+
+def test_equations_of_a_chosen_model():
+    result = CliRunner().invoke(app, ["equations", "--model", "L3", "--set", "omega=0.2"])
+    assert result.exit_code == 0, result.output
+    assert "m^(3) = -m_1 - m_2" in result.output
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--model", "spectrum", "--sigma", "0.3"], "parameter must be one of omega, sigma_1, sigma_2"),
+        (["--omega", "0.2", "--set", "omega=0.1"], "omega is given twice"),
+        (["--model", "paper", "--set", "omega=x"], "omega must be a number; got 'x'"),
+        (["--model", "nope"], "model must be one of paper"),
+    ],
+)
+def test_command_line_model_errors_are_one_line(arguments, message):
+    result = CliRunner().invoke(app, ["equations", *arguments])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_a_spectrum_of_two_equal_atoms_is_the_isotropic_model():
+    """Two atoms carrying the same variance are one atom (THEORY.md sec. 1): the semantic fixed point of
+    the spectrum variant equals the paper's at sigma = 0.6, whatever the atoms' shares."""
+    spectrum = make_solver(variant("spectrum").model({"sigma_1": 0.6, "sigma_2": 0.6, "weight_1": 0.3}))
+    paper = make_solver(paper_model(sigma=0.6))
+    first, second = (s.anchor(1.5, s.branch("semantic")) for s in (spectrum, paper))
+    assert first.converged and second.converged and first.branch == second.branch == "semantic"
+    np.testing.assert_allclose(first.values, second.values, rtol=1e-8, atol=1e-12)
+    assert first.row()["train_loss"] == pytest.approx(second.row()["train_loss"], rel=1e-9)
