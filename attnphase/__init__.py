@@ -43,6 +43,7 @@ from attnphase.replica.declaration import (
     paper_model,
 )
 from attnphase.replica.saddle_equations import ReplicaSystem, derive
+from attnphase.replica.variants import VARIANTS, Variant, variant
 from attnphase.saddle.fixed_point import FixedPoint, ProxSettings, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 
@@ -104,6 +105,8 @@ __all__ = [
     "SimulationResult",
     "SolverSettings",
     "UninformedResult",
+    "VARIANTS",
+    "Variant",
     "__version__",
     "derive",
     "finite_size",
@@ -115,4 +118,5 @@ __all__ = [
     "scan",
     "simulate",
     "uninformed",
+    "variant",
 ]

@@ -300,20 +300,23 @@ def norms(q: torch.Tensor) -> torch.Tensor:
 
 
 def initial_weights(init: str, seeds: Sequence[int], data: TrainingData, settings: SimulationSettings) -> torch.Tensor:
-    """Starting ``Q`` per run, shape ``(S, d, r)`` (THEORY.md sec. 11). ``positional``: the first
-    column along the first positional direction ``u_1`` (the paper's ``1_d/sqrt(d)``, ``m = 1/sqrt(d)``);
-    ``semantic``: the first ``min(r, t)`` columns equal to the teacher's; ``random``: every entry
-    ``0.1 N(0, 1)``. The columns an informed start does not set are random as well (drawn from the
-    seed's own stream), so that no symmetry holds them at zero."""
+    """Starting ``Q`` per run, shape ``(S, d, r)`` (THEORY.md sec. 11). ``positional``: every column along
+    the first positional direction ``u_1`` (the paper's ``1_d/sqrt(d)``, ``m = 1/sqrt(d)``); ``semantic``:
+    column ``j`` equal to the teacher's column ``j mod t`` (the paper's ``Q = Q*``); ``random``: every
+    entry ``0.1 N(0, 1)``. At rank ``r > 1`` the informed starts add that random matrix (drawn from the
+    seed's own stream), so that no symmetry of the map holds the columns equal."""
     model, dtype = settings.finite, settings.torch_dtype
     d, r = settings.d, model.rank
-    q = torch.stack([RANDOM_SCALE * torch.randn((d, r), generator=generator(s, d, _INIT), dtype=dtype) for s in seeds])
+    noise = torch.stack(
+        [RANDOM_SCALE * torch.randn((d, r), generator=generator(s, d, _INIT), dtype=dtype) for s in seeds]
+    )
+    if init == "random":
+        return noise
     if init == "positional":
-        q[:, :, 0] = model.directions[0]
-    elif init == "semantic":
-        shared = min(r, model.teacher_rank)
-        q[:, :, :shared] = data.teachers[:, :, :shared]
-    return q
+        informed = model.directions[0][None, :, None].expand(len(seeds), d, r)
+    else:
+        informed = data.teachers[:, :, [j % model.teacher_rank for j in range(r)]]
+    return informed.clone() if r == 1 else informed + noise
 
 
 @dataclass

@@ -181,9 +181,31 @@ class DotProductAttention:
         """No named constants: the map has no parameters."""
         return {}
 
-    def validate(self, length: int) -> None:
-        """Every sequence length is allowed."""
+    def validate(self, length: int, rank: int = 1) -> None:
+        """Every sequence length and rank is allowed."""
         return None
+
+
+@dataclass(frozen=True)
+class UntiedDotProductAttention:
+    """Untied key and query (THEORY.md sec. 8): the student's weights ``W = [Q, K]`` have ``2r``
+    columns, its fields ``h_l = (x_l + p_l)^T W / sqrt(d)`` split as ``(hQ_l, hK_l)``, and
+    ``S(h)_lk = softmax_k(hQ_l . hK_k)``. The declaration's ``rank`` is the width ``2r`` of ``W``, so the
+    theory is that of rank ``2r`` with this map (its order parameters are ``2r x 2r`` blocks: ``q``
+    holds ``Q^T Sigma Q``, ``Q^T Sigma K`` and ``K^T Sigma K``)."""
+
+    def expression(self, fields: sp.Matrix, constants: dict[str, sp.Symbol]) -> sp.Matrix:
+        """``softmax_row(hQ hK^T)`` of the L x 2r field matrix ``h = [hQ, hK]``."""
+        half = fields.cols // 2
+        return softmax_rows_stable(fields[:, :half] * fields[:, half:].T)
+
+    def constants(self) -> dict[str, float]:
+        """No named constants: the map has no parameters."""
+        return {}
+
+    def validate(self, length: int, rank: int = 2) -> None:
+        """An even rank (``W = [Q, K]``, each with half of the columns)."""
+        require(rank % 2 == 0, "rank", "even with untied key and query (W = [Q, K], 2r columns)", rank)
 
 
 @dataclass(frozen=True)
@@ -541,7 +563,7 @@ class AttentionModel:
     tokens: GaussianTokens
     positions: PositionalEncodings
     teacher: MixedPositionalTeacher
-    student: DotProductAttention
+    student: DotProductAttention | UntiedDotProductAttention
     regulariser: Regulariser
     rank: int = 1
     teacher_rank: int = 1
@@ -571,7 +593,7 @@ class AttentionModel:
         component has checked its own numbers at construction."""
         self.positions.validate(self.length, len(self.tokens.variances))
         self.teacher.validate(self.length)
-        self.student.validate(self.length)
+        self.student.validate(self.length, self.rank)
         self.regulariser.validate(self.rank)
 
     def constants(self) -> dict[str, float]:

@@ -1,0 +1,148 @@
+"""The replica theory of a declaration against finite-d training of the same declaration.
+
+:func:`agreement` trains a model at several ``d`` (:mod:`attnphase.experiments.simulation`), puts
+every run in the basin of one of the theory's fixed points (:func:`~attnphase.experiments.simulation.classify_basin`)
+and sets the seed mean of each measured quantity against that fixed point: the training loss
+``eps_t``, the test error ``eps_g`` (THEORY.md sec. 5), the overlap norms ``|m|``, ``|theta|`` and the
+diagonal of ``q`` (sec. 2; invariant under ``Q -> -Q``, which leaves the model unchanged).
+
+A quantity agrees when ``|mean - theory| <= 4 s.e. + allowance``, the allowance a finite-size
+margin: 5 % of the theory value for ``eps_t`` and ``eps_g``, ``2/sqrt(d)`` for the overlaps (the
+bounds of ``tests/test_simulation.py``, measured there for the paper's model). The table holds
+every ``d``, so the gap can be read shrinking with ``d``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from attnphase.experiments.landscape import fixed_points_at
+from attnphase.experiments.simulation import (
+    SimulationSettings,
+    branch_overlaps,
+    classify_basin,
+    family_norms,
+    simulate,
+)
+from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel
+from attnphase.saddle.fixed_point import SaddlePointSolver
+
+COLUMNS = (
+    "alpha",
+    "d",
+    "init",
+    "basin",
+    "quantity",
+    "runs",
+    "converged_runs",
+    "mean",
+    "se",
+    "theory",
+    "gap",
+    "allowance",
+    "agrees",
+)
+#: Relative finite-size allowance of the losses; the overlaps' is ``OVERLAP_ALLOWANCE / sqrt(d)``.
+LOSS_ALLOWANCE = 0.05
+OVERLAP_ALLOWANCE = 2.0
+STANDARD_ERRORS = 4.0
+
+
+def theory_points(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
+    """Every converged fixed point the anchor search finds at each alpha (one per label,
+    :func:`~attnphase.experiments.landscape.fixed_points_at`), as rows of a ``branches`` table."""
+    rows = [point.row() for alpha in alphas for point in fixed_points_at(solver, float(alpha))]
+    return pd.DataFrame(rows)
+
+
+def compared_quantities(model: AttentionModel) -> dict[str, str]:
+    """Quantity name -> how it is read from a row: the losses, the overlap norms ``|family|`` and the
+    diagonal entries of ``q``."""
+    quantities = {"train_loss": "train_loss", "test_error": "test_error"}
+    quantities |= {f"|{family}|": family for family in OVERLAP_FAMILIES}
+    for entry in model.reduced_parameters().of_family("q"):
+        if entry.entry[0] == entry.entry[1]:
+            quantities[entry.name] = entry.name
+    return quantities
+
+
+def _values(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """The compared quantities of every row of ``table`` (runs or fixed points)."""
+    norms = family_norms(table, model)
+    out = {}
+    for name, source in compared_quantities(model).items():
+        if source in OVERLAP_FAMILIES:
+            if source in norms:
+                out[name] = norms[source]
+        else:
+            out[name] = table[source].to_numpy(float)
+    return pd.DataFrame(out, index=table.index)
+
+
+def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """The agreement table (``COLUMNS``) of classified ``runs`` (a ``basin`` column) with the theory's
+    ``points``: one row per ``(alpha, d, init, basin, quantity)`` whose basin is a fixed point found at
+    that alpha; runs in no basin (``neither``) are left out."""
+    measured = pd.concat([runs[["alpha", "d", "init", "basin", "converged"]], _values(runs, model)], axis=1)
+    theory = pd.concat([points[["alpha", "branch"]], _values(points, model)], axis=1)
+    theory = theory.assign(alpha=theory["alpha"].round(10))
+    rows = []
+    for (alpha, d, init, basin), group in measured.groupby(["alpha", "d", "init", "basin"], sort=True):
+        match = theory[(theory["alpha"] == round(float(alpha), 10)) & (theory["branch"] == basin)]
+        if match.empty:
+            continue
+        for quantity in compared_quantities(model):
+            if quantity not in group or quantity not in match:
+                continue
+            values = group[quantity].to_numpy(float)
+            target = float(match[quantity].iloc[0])
+            se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.inf
+            loss = quantity in ("train_loss", "test_error")
+            allowance = LOSS_ALLOWANCE * abs(target) if loss else OVERLAP_ALLOWANCE / math.sqrt(float(d))
+            gap = float(values.mean()) - target
+            rows.append(
+                {
+                    "alpha": float(alpha),
+                    "d": int(d),
+                    "init": init,
+                    "basin": basin,
+                    "quantity": quantity,
+                    "runs": len(values),
+                    "converged_runs": int(group["converged"].astype(bool).sum()),
+                    "mean": float(values.mean()),
+                    "se": se,
+                    "theory": target,
+                    "gap": gap,
+                    "allowance": allowance,
+                    "agrees": bool(abs(gap) <= STANDARD_ERRORS * se + allowance),
+                }
+            )
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def agreement(
+    model: AttentionModel,
+    solver: SaddlePointSolver,
+    alphas: Sequence[float],
+    dims: Sequence[int],
+    **training: object,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Theory against training for ``model`` at ``alphas`` and every ``d`` in ``dims`` (``training``:
+    the other :class:`~attnphase.experiments.simulation.SimulationSettings`). Returns the agreement
+    table (:func:`compare`), the classified runs and the theory's fixed points."""
+    points = theory_points(solver, alphas)
+    # one alpha at a time: a branch found at two alphas is not assumed to exist between them
+    overlaps = pd.concat(
+        [branch_overlaps(points[np.isclose(points["alpha"], a)], [float(a)], model) for a in alphas],
+        ignore_index=True,
+    )
+    frames = []
+    for d in dims:
+        settings = SimulationSettings.of_model(model, d=int(d), alphas=tuple(float(a) for a in alphas), **training)
+        frames.append(simulate(settings.validate()))
+    runs = classify_basin(pd.concat(frames, ignore_index=True), overlaps, model)
+    return compare(runs, points, model), runs, points
