@@ -40,6 +40,7 @@ from attnphase.replica.declaration import (
     MixedPositionalTeacher,
     PositionalEncodings,
     Ridge,
+    UntiedDotProductAttention,
     paper_model,
 )
 from attnphase.replica.saddle_equations import ReplicaSystem, derive
@@ -105,6 +106,7 @@ __all__ = [
     "SimulationResult",
     "SolverSettings",
     "UninformedResult",
+    "UntiedDotProductAttention",
     "VARIANTS",
     "Variant",
     "__version__",

@@ -674,6 +674,6 @@ def classify_basin(
     m_p, theta_s = (merged[f"{family}_{labels[family]}"].to_numpy(float) for family in ("m", "theta"))
     spread = 1.0 / np.sqrt(merged["d"].to_numpy(float))
     positional = (m_p >= spread) & (np.abs(m - m_p) <= relative * m_p) & (theta < spread)
-    semantic = (theta_s >= spread) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.minimum(spread, m_p / 2))
+    semantic = (theta_s >= spread) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.fmin(spread, m_p / 2))
     basin = np.where(positional, labels["m"], np.where(semantic, labels["theta"], "neither"))
     return frame.assign(basin=basin)

@@ -22,6 +22,7 @@ from attnphase.replica.declaration import (
     MixedPositionalTeacher,
     PositionalEncodings,
     Ridge,
+    UntiedDotProductAttention,
     paper_model,
 )
 
@@ -105,6 +106,10 @@ def _paper(omega: float, sigma: float, lam: float, A: Value) -> AttentionModel:
     return paper_model(omega, sigma, lam, A)
 
 
+def _untied(omega: float, sigma: float, lam: float, A: Value) -> AttentionModel:
+    return replace(paper_model(omega, sigma, lam, A), student=UntiedDotProductAttention(), rank=2)
+
+
 OMEGA_ = Parameter("omega", 0.3, "positional share of the target, T = (1 - omega) softmax(h* h*^T) + omega A")
 SIGMA_ = Parameter("sigma", 0.5, "token standard deviation (Sigma_l = sigma^2 I)")
 LAMBDA_ = Parameter("lambda", 0.01, "ridge strength")
@@ -149,6 +154,12 @@ VARIANTS: dict[str, Variant] = {
             "the paper's instance with the lasso g(w) = lambda_1 |w| (THEORY.md sec. 3)",
             (OMEGA_, SIGMA_, Parameter("lambda_1", 0.005, "l1 strength"), A2),
             _lasso,
+        ),
+        Variant(
+            "untied",
+            "the paper's instance with untied key and query, W = [Q, K], S = softmax(hQ hK^T) (THEORY.md sec. 8)",
+            (OMEGA_, SIGMA_, LAMBDA_, A2),
+            _renamed(_untied),
         ),
         Variant(
             "L3",

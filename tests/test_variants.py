@@ -4,11 +4,15 @@ admits, solved."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from attnphase.experiments.cli import app
+from attnphase.experiments.finite_model import FiniteModel
 from attnphase.experiments.parsing import UsageError, parse_settings
 from attnphase.replica.declaration import DeclarationError, ElasticNet, GaussianTokens, Ridge, paper_model
 from attnphase.replica.variants import VARIANTS, variant
@@ -47,7 +51,8 @@ def test_a_bad_parameter_is_refused_by_name(name, values, message):
 
 
 def test_an_unknown_model_lists_the_shipped_ones():
-    with pytest.raises(DeclarationError, match="model must be one of paper, elastic-net, l1, L3, spectrum; got 'x'"):
+    names = "paper, elastic-net, l1, untied, L3, spectrum"
+    with pytest.raises(DeclarationError, match=f"model must be one of {names}; got 'x'"):
         variant("x")
 
 
@@ -105,3 +110,26 @@ def test_a_spectrum_of_two_equal_atoms_is_the_isotropic_model():
     assert first.converged and second.converged and first.branch == second.branch == "semantic"
     np.testing.assert_allclose(first.values, second.values, rtol=1e-8, atol=1e-12)
     assert first.row()["train_loss"] == pytest.approx(second.row()["train_loss"], rel=1e-9)
+
+
+def test_untied_attention_is_softmax_of_query_and_key_fields():
+    """``S(h)_lk = softmax_k(hQ_l . hK_k)`` with ``h = [hQ, hK]`` (THEORY.md sec. 8), in the declaration
+    and in the simulator compiled from it; with ``K = Q`` it is the tied map."""
+    model = variant("untied").model()
+    assert model.rank == 2
+    with pytest.raises(DeclarationError, match="rank must be even with untied key and query"):
+        dataclasses.replace(model, rank=3)
+    finite = FiniteModel(model, 8)
+    h = torch.randn((5, 2, 2), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    scores = h[..., :1] @ h[..., 1:].transpose(-1, -2)
+    torch.testing.assert_close(finite.student_attention(h), torch.softmax(scores, -1), rtol=1e-13, atol=0)
+    tied = FiniteModel(paper_model(), 8)
+    same = h[..., :1].expand(5, 2, 2)
+    torch.testing.assert_close(finite.student_attention(same), tied.student_attention(h[..., :1]), rtol=1e-13, atol=0)
+
+
+def test_untied_order_parameters_are_two_by_two_blocks():
+    """``q = W^T Sigma W / d`` holds ``Q^T Sigma Q``, ``Q^T Sigma K`` and ``K^T Sigma K``; ``m`` and ``theta``
+    have one entry per column of ``W``."""
+    names = [e.name for e in variant("untied").model().reduced_parameters().entries]
+    assert names == ["q_1_1", "q_1_2", "q_2_2", "m_1", "m_2", "V_1_1", "V_1_2", "V_2_2", "theta_1", "theta_2"]
