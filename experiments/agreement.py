@@ -7,9 +7,11 @@ and sets the seed mean of each measured quantity against that fixed point: the t
 diagonal of ``q`` (sec. 2; invariant under ``Q -> -Q``, which leaves the model unchanged).
 
 A quantity agrees when ``|mean - theory| <= 4 s.e. + allowance``, the allowance a finite-size
-margin: 5 % of the theory value for ``eps_t`` and ``eps_g``, ``2/sqrt(d)`` for the overlaps (the
-bounds of ``tests/test_simulation.py``, measured there for the paper's model). The table holds
-every ``d``, so the gap can be read shrinking with ``d``.
+margin: 5 % of the theory value for ``eps_t`` and ``eps_g`` and ``2/sqrt(d)`` for the overlap norms
+(the bounds of ``tests/test_simulation.py``, measured there for the paper's model), 15 % for the
+entries of ``q`` (a second moment of the weights, biased by up to 9 % at d = 200 and 400 in
+``docs/validation/variants.csv``). The table holds every ``d``, so the gap can be read shrinking
+with ``d``.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ COLUMNS = (
     "allowance",
     "agrees",
 )
-#: Relative finite-size allowance of the losses; the overlaps' is ``OVERLAP_ALLOWANCE / sqrt(d)``.
+#: Relative finite-size allowance of the losses and of ``q``; the overlaps' is ``OVERLAP_ALLOWANCE / sqrt(d)``.
 LOSS_ALLOWANCE = 0.05
+SECOND_MOMENT_ALLOWANCE = 0.15
 OVERLAP_ALLOWANCE = 2.0
 STANDARD_ERRORS = 4.0
 
@@ -101,8 +104,7 @@ def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> 
             values = group[quantity].to_numpy(float)
             target = float(match[quantity].iloc[0])
             se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.inf
-            loss = quantity in ("train_loss", "test_error")
-            allowance = LOSS_ALLOWANCE * abs(target) if loss else OVERLAP_ALLOWANCE / math.sqrt(float(d))
+            allowance = _allowance(quantity, target, int(d))
             gap = float(values.mean()) - target
             rows.append(
                 {
@@ -124,6 +126,15 @@ def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> 
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def _allowance(quantity: str, target: float, d: int) -> float:
+    """The finite-size allowance of ``quantity`` at theory value ``target`` and dimension ``d``."""
+    if quantity in ("train_loss", "test_error"):
+        return LOSS_ALLOWANCE * abs(target)
+    if quantity.startswith("|"):
+        return OVERLAP_ALLOWANCE / math.sqrt(d)
+    return SECOND_MOMENT_ALLOWANCE * abs(target)
+
+
 def agreement(
     model: AttentionModel,
     solver: SaddlePointSolver,
@@ -135,14 +146,21 @@ def agreement(
     the other :class:`~attnphase.experiments.simulation.SimulationSettings`). Returns the agreement
     table (:func:`compare`), the classified runs and the theory's fixed points."""
     points = theory_points(solver, alphas)
-    # one alpha at a time: a branch found at two alphas is not assumed to exist between them
-    overlaps = pd.concat(
-        [branch_overlaps(points[np.isclose(points["alpha"], a)], [float(a)], model) for a in alphas],
-        ignore_index=True,
-    )
     frames = []
     for d in dims:
         settings = SimulationSettings.of_model(model, d=int(d), alphas=tuple(float(a) for a in alphas), **training)
         frames.append(simulate(settings.validate()))
-    runs = classify_basin(pd.concat(frames, ignore_index=True), overlaps, model)
+    runs = classified(pd.concat(frames, ignore_index=True), points, model)
     return compare(runs, points, model), runs, points
+
+
+def classified(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """``runs`` with the basin of the theory's ``points`` each ended in
+    (:func:`~attnphase.experiments.simulation.classify_basin`), one alpha at a time: a branch found at
+    two alphas is not assumed to exist between them."""
+    alphas = sorted(set(runs["alpha"].round(10)))
+    overlaps = pd.concat(
+        [branch_overlaps(points[np.isclose(points["alpha"], a)], [float(a)], model) for a in alphas],
+        ignore_index=True,
+    )
+    return classify_basin(runs.drop(columns="basin", errors="ignore"), overlaps, model)

@@ -53,6 +53,7 @@ def test_runs_agree_within_four_standard_errors_plus_the_allowance():
     assert table.loc["|m|", "mean"] == pytest.approx(0.25)  # norms: Q and -Q are one minimum
     assert table.loc["|m|", "allowance"] == pytest.approx(2 / math.sqrt(400))
     assert table.loc["train_loss", "allowance"] == pytest.approx(0.05 * 0.004)
+    assert table.loc["q", "allowance"] == pytest.approx(0.15 * 0.06)
     assert table["agrees"].all() and (table["theory"].loc[["|m|", "q"]] == [0.25, 0.06]).all()
 
 

@@ -188,7 +188,11 @@ def test_the_simulation_api_and_command_give_identical_runs(tmp_path, api_scan):
     assert isinstance(result.plot(), Figure)
 
 
-def test_the_simulator_refuses_a_declaration_it_cannot_train():
+def test_the_simulator_trains_another_declaration_and_measures_its_order_parameters():
+    """Three tokens, two positional directions, two covariance classes: the runs carry the theory's
+    reduced order parameters by name (the simulator is built from the declaration)."""
+    from attnphase.experiments.simulation import SimulationSettings, simulate
+
     model = ap.AttentionModel(
         tokens=ap.GaussianTokens(variances=((0.25, 0.25, 0.5),)),
         positions=ap.PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),
@@ -196,8 +200,10 @@ def test_the_simulator_refuses_a_declaration_it_cannot_train():
         student=ap.DotProductAttention(),
         regulariser=ap.Ridge(0.01),
     )
-    with pytest.raises(ValueError, match="paper's family"):
-        ap.simulate(model, d=8, alphas=[1.0], seeds=1, progress=False)
+    runs = simulate(SimulationSettings(model=model, d=8, alphas=(1.0,), seeds=1, n_test=50, max_steps=50))
+    measured = [e.name for e in ap.derive(model).entries if e.family != "V"]
+    assert measured == ["q_1", "q_2", "m_1", "m_2", "theta_1", "theta_2"]
+    assert list(runs.columns[8 : 8 + len(measured)]) == measured and runs[measured].notna().all().all()
 
 
 def test_a_simulation_saves_the_scan_it_holds_under_theory(tmp_path, api_scan):

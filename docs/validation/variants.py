@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnphase.experiments.agreement import agreement
+from attnphase.experiments.agreement import agreement, classified, compare
 from attnphase.experiments.storage import write_table
 from attnphase.replica.variants import variant
 from attnphase.saddle.fixed_point import SolverSettings
@@ -38,11 +38,16 @@ VARIANTS = {
 
 
 def run(name: str) -> pd.DataFrame:
-    path = HERE / f"variants_{name}.csv"
-    if path.exists():
-        return pd.read_csv(path)
+    """The agreement table of variant ``name``: its runs and fixed points are read back if a previous
+    call saved them (the comparison is made again), else computed and saved."""
     training, order = VARIANTS[name]
     model = variant(name).model()
+    runs_path, theory_path = HERE / f"variants_{name}_runs.csv", HERE / f"variants_{name}_theory.csv"
+    if runs_path.exists() and theory_path.exists():
+        runs, points = pd.read_csv(runs_path), pd.read_csv(theory_path)
+        previous = pd.read_csv(HERE / f"variants_{name}.csv")
+        table = compare(classified(runs, points, model), points, model)
+        return table.assign(model=name, order=order, seconds=previous["seconds"].iloc[0])
     rule = GaussHermite(order)
     solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
     started = time.perf_counter()
@@ -50,9 +55,9 @@ def run(name: str) -> pd.DataFrame:
         model, solver, ALPHAS, DIMS, seeds=4, inits=("positional", "semantic"), n_test=5000, **training
     )
     table = table.assign(model=name, order=order, seconds=round(time.perf_counter() - started, 1))
-    write_table(path, table)
-    write_table(HERE / f"variants_{name}_runs.csv", runs)
-    write_table(HERE / f"variants_{name}_theory.csv", points)
+    write_table(HERE / f"variants_{name}.csv", table)
+    write_table(runs_path, runs)
+    write_table(theory_path, points)
     return table
 
 
