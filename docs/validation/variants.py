@@ -46,8 +46,9 @@ def run(name: str) -> pd.DataFrame:
     if runs_path.exists() and theory_path.exists():
         runs, points = pd.read_csv(runs_path), pd.read_csv(theory_path)
         previous = pd.read_csv(HERE / f"variants_{name}.csv")
+        seconds = previous["seconds"].iloc[0] if len(previous) else float("nan")  # an empty table kept no time
         table = compare(classified(runs, points, model), points, model)
-        return table.assign(model=name, order=order, seconds=previous["seconds"].iloc[0])
+        return table.assign(model=name, order=order, seconds=seconds)
     rule = GaussHermite(order)
     solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
     started = time.perf_counter()
