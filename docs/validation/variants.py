@@ -72,13 +72,15 @@ def figure(table: pd.DataFrame) -> Figure:
         rows = table[table["model"] == name]
         quantities = list(dict.fromkeys(rows["quantity"]))
         for k, quantity in enumerate(quantities):
-            for d, marker in zip(sorted(set(rows["d"])), ("o", "s", "^"), strict=False):
+            styles = zip(sorted(set(rows["d"])), "os^", ("tab:blue", "tab:orange", "tab:green"), strict=False)
+            for d, marker, color in styles:
                 part = rows[(rows["quantity"] == quantity) & (rows["d"] == d)]
                 scaled = part["gap"] / (4 * part["se"] + part["allowance"])
                 ax.plot(
                     [k + 0.15 * (d == max(rows["d"]))] * len(part),
                     scaled,
                     marker,
+                    color=color,
                     ms=4,
                     label=f"d = {d}" if k == 0 else None,
                 )
