@@ -479,16 +479,14 @@ class SaddlePointSolver:
         return points[0], points[1]
 
     def envelope_at(self, params: np.ndarray):
-        """``M(z, n)`` at ``params``, column by column (for the symmetry test)."""
-        one = np.ones(1)
+        """``M(z, n)`` at ``params`` for every column of ``z`` and ``nodes`` (for the symmetry test):
+        the prox kernel with the given ``z`` as its one start and no Newton step."""
 
         def envelope(z: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-            return np.array(
-                [
-                    self.compiled.score(z[:, [i]].copy(), nodes[:, [i]].copy(), one, params, self.consts)[0]
-                    for i in range(z.shape[1])
-                ]
-            )
+            starts = np.ascontiguousarray(z, dtype=float)[None]
+            columns = np.ascontiguousarray(nodes, dtype=float)
+            _, values, _ = self.compiled.prox(columns, params, self.consts, starts, 0.0, 0)
+            return values
 
         return envelope
 

@@ -129,6 +129,32 @@ class Fold:
         return values[self.sources]
 
 
+class NodeLookup:
+    """The index of each of a set of points among a rule's nodes (coordinates compared after rounding
+    to 9 decimals), by binary search over the nodes' sorted byte keys."""
+
+    DECIMALS = 9
+
+    def __init__(self, nodes: np.ndarray) -> None:
+        self._keys = self._key(nodes)
+        self._order = np.argsort(self._keys, kind="stable")
+        self._sorted = self._keys[self._order]
+
+    @classmethod
+    def _key(cls, points: np.ndarray) -> np.ndarray:
+        """One opaque key per column of ``points (D, N)``: its rounded coordinates as bytes (``-0``
+        made ``+0``, so that sign flips of zero coordinates compare equal)."""
+        rounded = np.ascontiguousarray(np.round(points.T, cls.DECIMALS) + 0.0)
+        return rounded.view(np.dtype((np.void, rounded.dtype.itemsize * rounded.shape[1]))).ravel()
+
+    def indices(self, points: np.ndarray) -> np.ndarray:
+        """The node index of each column of ``points``, ``-1`` where it is no node."""
+        keys = self._key(points)
+        position = np.minimum(np.searchsorted(self._sorted, keys), self._sorted.size - 1)
+        found = self._sorted[position] == keys
+        return np.where(found, self._order[position], -1)
+
+
 def fold_nodes(
     nodes: np.ndarray, weights: np.ndarray, group: list[SignedTokenPermutation], r: int, t: int
 ) -> Fold | None:
@@ -138,12 +164,11 @@ def fold_nodes(
     if not group:
         return None
     n = nodes.shape[1]
-    lookup = {key: i for i, key in enumerate(map(tuple, np.round(nodes.T, 9)))}
+    lookup = NodeLookup(nodes)
     maps = []
     for g in group:
         n_index, n_sign = g.node_map(r, t)
-        images = np.round((n_sign[:, None] * nodes[n_index]).T, 9)
-        target = np.array([lookup.get(tuple(x), -1) for x in images])
+        target = lookup.indices(n_sign[:, None] * nodes[n_index])
         if np.any(target < 0) or not np.allclose(weights[target], weights, rtol=1e-9, atol=0):
             return None
         maps.append(target)

@@ -11,7 +11,7 @@ from attnphase.saddle.branches import Branch
 from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver
-from attnphase.saddle.symmetry import SignedTokenPermutation, envelope_symmetries
+from attnphase.saddle.symmetry import NodeLookup, SignedTokenPermutation, envelope_symmetries
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 AGNOSTIC = Branch("agnostic", ("m", "theta"))
@@ -105,3 +105,16 @@ def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_
         unfolded = plain.evaluate(positional, 1.3, thorough)
         assert folded.mean_envelope == pytest.approx(unfolded.mean_envelope, rel=1e-12)
         np.testing.assert_allclose(folded.updated, unfolded.updated, rtol=1e-8, atol=1e-12)
+
+
+def test_node_lookup_finds_every_image_of_a_rule_and_only_those():
+    """The indices of sign-flipped and permuted nodes among a tensor Gauss-Hermite rule's nodes,
+    against a dictionary of the rounded coordinates; ``-0`` and ``+0`` are one coordinate."""
+    nodes, _ = GaussHermite(7).nodes(4)
+    table = {tuple(key): i for i, key in enumerate(np.round(nodes.T, 9) + 0.0)}
+    images = -nodes[[1, 0, 3, 2]]
+    expected = [table.get(tuple(key), -1) for key in np.round(images.T, 9) + 0.0]
+    found = NodeLookup(nodes).indices(images)
+    np.testing.assert_array_equal(found, expected)
+    assert (found >= 0).all()
+    assert (NodeLookup(nodes).indices(nodes + 0.01) == -1).all()
