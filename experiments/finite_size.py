@@ -28,7 +28,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.parsing import parse_alphas, parse_dims
-from attnphase.experiments.simulation import SimulationSettings, simulate_to
+from attnphase.experiments.simulation import SimulationSettings, require_paper_overlaps, simulate_to
 from attnphase.experiments.simulation_figures import INIT_STYLE
 from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
@@ -226,6 +226,7 @@ def finite_size(
     saved there; other settings or unreadable files are refused unless ``overwrite``, which first
     removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     """
+    require_paper_overlaps(model, "finite-size")
     grid = parse_dims(dims)
     (alpha,) = parse_alphas([alpha], name="alpha")
     base = SimulationSettings.of_model(

@@ -602,6 +602,17 @@ def overlap_names(model: AttentionModel) -> tuple[str, ...]:
     return tuple(e.name for e in model.reduced_parameters().entries if e.family in OVERLAP_FAMILIES)
 
 
+def require_paper_overlaps(model: AttentionModel, study: str) -> None:
+    """Refuse (``ValueError``) a model whose overlaps are not the paper's scalars ``m`` and ``theta`` on
+    branches named positional and semantic: the ``study`` reads those columns and branches by name."""
+    names, labels = overlap_names(model), family_labels(model)
+    if names != ("m", "theta") or labels != {"m": "positional", "theta": "semantic"}:
+        raise ValueError(
+            f"model must have the paper's overlaps m and theta (positional and semantic branches) for {study}; "
+            f"got the overlaps {', '.join(names)}"
+        )
+
+
 def family_norms(table: pd.DataFrame, model: AttentionModel) -> dict[str, np.ndarray]:
     """Per row, the Euclidean norm of each overlap family's entries (the paper's ``|m|`` and ``|theta|``):
     the size of the overlap with the encodings and with the teacher, whatever the rank and the number

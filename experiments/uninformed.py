@@ -23,7 +23,14 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import BRANCH_STYLE
 from attnphase.experiments.parsing import parse_alphas
-from attnphase.experiments.simulation import BASINS, SimulationSettings, branch_overlaps, classify_basin, simulate_to
+from attnphase.experiments.simulation import (
+    BASINS,
+    SimulationSettings,
+    branch_overlaps,
+    classify_basin,
+    require_paper_overlaps,
+    simulate_to,
+)
 from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
@@ -147,6 +154,7 @@ def uninformed(
     saved there; other settings or unreadable files are refused unless ``overwrite``, which first
     removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     """
+    require_paper_overlaps(model, "uninformed")
     settings = SimulationSettings.of_model(
         model,
         d=d,

@@ -133,3 +133,10 @@ def test_untied_order_parameters_are_two_by_two_blocks():
     have one entry per column of ``W``."""
     names = [e.name for e in variant("untied").model().reduced_parameters().entries]
     assert names == ["q_1_1", "q_1_2", "q_2_2", "m_1", "m_2", "V_1_1", "V_1_2", "V_2_2", "theta_1", "theta_2"]
+
+
+@pytest.mark.parametrize(("command", "model"), [("finite-size", "L3"), ("uninformed", "untied")])
+def test_studies_that_read_the_paper_s_overlaps_refuse_other_models_in_one_line(tmp_path, command, model):
+    result = CliRunner().invoke(app, [command, "--model", model, "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "model must have the paper's overlaps m and theta" in result.output
+    assert not (tmp_path / "x").exists()
