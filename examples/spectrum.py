@@ -5,8 +5,8 @@ declaration, plotted. Run: python examples/spectrum.py (about five minutes on tw
 import attnphase as ap
 
 model = ap.AttentionModel(
-    tokens=ap.GaussianTokens(variances=((0.25, 0.25), (0.64, 0.64)), weights=(0.5, 0.5)),
-    positions=ap.PositionalEncodings(coefficients=((1.0,), (-1.0,)), atoms=(0,)),
+    tokens=ap.GaussianTokens(variances=((0.5**2, 0.5**2), (0.8**2, 0.8**2)), weights=(0.5, 0.5)),
+    positions=ap.PositionalEncodings(coefficients=((1.0,), (-1.0,))),  # in the first atom (the default)
     teacher=ap.MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.4), (0.4, 0.6))),
     student=ap.DotProductAttention(),
     regulariser=ap.Ridge(0.01),
