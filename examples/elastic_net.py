@@ -1,7 +1,7 @@
 """The elastic net g(w) = l1 |w| + l2/2 w^2 in place of ridge: its entropic potential is a Gaussian
 average of the soft-thresholding Moreau envelope (THEORY.md sec. 3), derived from the declaration.
 Declared, derived, scanned, trained by proximal gradient descent, plotted.
-Run: python examples/elastic_net.py (about five minutes on two cores)."""
+Run: python examples/elastic_net.py (about four minutes on two cores)."""
 
 import dataclasses
 

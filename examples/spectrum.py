@@ -1,6 +1,6 @@
 """A covariance spectrum with two atoms: half of the directions have variance 0.25, half 0.64, and
 the encodings p_1 = -p_2 live in the first half. Declared, derived, scanned, simulated from the same
-declaration, plotted. Run: python examples/spectrum.py (about five minutes on two cores)."""
+declaration, plotted. Run: python examples/spectrum.py (about four minutes on two cores)."""
 
 import attnphase as ap
 
