@@ -188,11 +188,12 @@ class DotProductAttention:
 
 @dataclass(frozen=True)
 class UntiedDotProductAttention:
-    """Untied key and query (THEORY.md sec. 8): the student's weights ``W = [Q, K]`` have ``2r``
-    columns, its fields ``h_l = (x_l + p_l)^T W / sqrt(d)`` split as ``(hQ_l, hK_l)``, and
-    ``S(h)_lk = softmax_k(hQ_l . hK_k)``. The declaration's ``rank`` is the width ``2r`` of ``W``, so the
-    theory is that of rank ``2r`` with this map (its order parameters are ``2r x 2r`` blocks: ``q``
-    holds ``Q^T Sigma Q``, ``Q^T Sigma K`` and ``K^T Sigma K``)."""
+    """Untied key and query, ``S(h)_lk = softmax_k(hQ_l^T hK_k)`` (THEORY.md sec. 8).
+
+    The student's weights ``W = [Q, K]`` have ``2r`` columns and its fields
+    ``h_l = (x_l + p_l)^T W / sqrt(d)`` split as ``(hQ_l, hK_l)``. The declaration's ``rank`` is the
+    width ``2r`` of ``W``, so the theory is that of rank ``2r`` with this map (its order parameters
+    are ``2r x 2r`` blocks: ``q`` holds ``Q^T Sigma Q``, ``Q^T Sigma K`` and ``K^T Sigma K``)."""
 
     def expression(self, fields: sp.Matrix, constants: dict[str, sp.Symbol]) -> sp.Matrix:
         """``softmax_row(hQ hK^T)`` of the L x 2r field matrix ``h = [hQ, hK]``."""
