@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -140,3 +141,15 @@ def test_studies_that_read_the_paper_s_overlaps_refuse_other_models_in_one_line(
     result = CliRunner().invoke(app, [command, "--model", model, "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "model must have the paper's overlaps m and theta" in result.output
     assert not (tmp_path / "x").exists()
+
+
+def test_a_scan_of_a_chosen_model_records_its_declaration(tmp_path):
+    out = tmp_path / "scan"
+    arguments = ["scan", "--model", "elastic-net", "--set", "lambda_1=0.01", "--omega", "0.2", "--out", str(out)]
+    arguments += ["--alphas", "2.0", "--order", "6", "--threshold-order", "0", "--no-stability"]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    thresholds = pd.read_csv(out / "thresholds.csv")
+    assert thresholds.loc[0, "omega"] == 0.2 and thresholds.loc[0, "lambda_1"] == 0.01
+    assert thresholds.loc[0, "lambda_2"] == 0.01
+    assert set(pd.read_csv(out / "branches.csv")["branch"]) <= {"agnostic", "positional", "semantic", "mixed"}
