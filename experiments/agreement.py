@@ -27,10 +27,11 @@ from attnphase.experiments.simulation import (
     SimulationSettings,
     branch_overlaps,
     classify_basin,
-    family_norms,
+    norm_columns,
     simulate,
+    with_family_norms,
 )
-from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel
+from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.fixed_point import SaddlePointSolver
 
 COLUMNS = (
@@ -62,28 +63,16 @@ def theory_points(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def compared_quantities(model: AttentionModel) -> dict[str, str]:
-    """Quantity name -> how it is read from a row: the losses, the overlap norms ``|family|`` and the
+def compared_quantities(model: AttentionModel) -> tuple[str, ...]:
+    """The columns compared: the losses, the overlap norms ``|family|`` (:func:`norm_columns`) and the
     diagonal entries of ``q``."""
-    quantities = {"train_loss": "train_loss", "test_error": "test_error"}
-    quantities |= {f"|{family}|": family for family in OVERLAP_FAMILIES}
-    for entry in model.reduced_parameters().of_family("q"):
-        if entry.entry[0] == entry.entry[1]:
-            quantities[entry.name] = entry.name
-    return quantities
+    diagonal = [e.name for e in model.reduced_parameters().of_family("q") if e.entry[0] == e.entry[1]]
+    return ("train_loss", "test_error", *norm_columns(model), *diagonal)
 
 
 def _values(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """The compared quantities of every row of ``table`` (runs or fixed points)."""
-    norms = family_norms(table, model)
-    out = {}
-    for name, source in compared_quantities(model).items():
-        if source in OVERLAP_FAMILIES:
-            if source in norms:
-                out[name] = norms[source]
-        else:
-            out[name] = table[source].to_numpy(float)
-    return pd.DataFrame(out, index=table.index)
+    return with_family_norms(table, model)[list(compared_quantities(model))]
 
 
 def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
@@ -99,8 +88,6 @@ def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> 
         if match.empty:
             continue
         for quantity in compared_quantities(model):
-            if quantity not in group or quantity not in match:
-                continue
             values = group[quantity].to_numpy(float)
             target = float(match[quantity].iloc[0])
             se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.inf

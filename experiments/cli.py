@@ -90,7 +90,7 @@ def _values(name: str, settings: list[str] | None, **options: float | str | None
         parameter = chosen.parameter(OPTION_PARAMETERS[option])
         if parameter.name in values:
             raise UsageError(f"{parameter.name} is given twice (as an option and with --set)")
-        values[parameter.name] = parse_matrix(value, "A") if parameter.is_matrix else value
+        values[parameter.name] = parse_matrix(value, parameter.name) if parameter.is_matrix else value
     return chosen, values
 
 
@@ -200,8 +200,9 @@ def phase_diagram(
             )
             if text is not None
         }
-        for parameter in set(grids) & set(fixed):
-            raise UsageError(f"{parameter} is given twice (as a grid and with --set)")
+        twice = sorted(set(grids) & set(fixed))
+        if twice:
+            raise UsageError(f"{twice[0]} is given twice (as a grid and with --set)")
         models = [
             chosen.model({**fixed, **dict(zip(grids, point, strict=True))})
             for point in itertools.product(*grids.values())
@@ -283,7 +284,7 @@ def equations(
     a_matrix: PositionalTarget = None,
     latex: Annotated[bool, typer.Option(help="Print LaTeX (align* environments) instead of plain text.")] = False,
 ) -> None:
-    """Print the paper's model's saddle-point system: symmetry reduction, fields, envelope, equations, free entropy."""
+    """Print the model's saddle-point system: symmetry reduction, fields, envelope, equations, free entropy."""
     from attnphase.replica.saddle_equations import derive
 
     model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)

@@ -108,14 +108,24 @@ class FiniteModel:
         edges = np.cumsum((0, *block_sizes(self.model.tokens.weights, self.d)))
         return tuple(slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True))
 
+    @cached_property
+    def patterns(self) -> tuple[int, ...]:
+        """The sign pattern (Rademacher function, :func:`sign_pattern`) of each positional direction:
+        its rank among the directions of its atom."""
+        used = [0] * len(self.blocks)
+        ranks = []
+        for k in range(self.model.positions.directions):
+            atom = self.model.positions.atom_of(k)
+            ranks.append(used[atom])
+            used[atom] += 1
+        return tuple(ranks)
+
     def too_small(self) -> str:
         """What ``d`` lacks for this model (empty if nothing): every spectral atom needs a coordinate,
-        and ``2^(j-1)`` of them for its ``j`` positional directions to carry distinct sign patterns."""
-        counts = [0] * len(self.blocks)
-        for k in range(self.model.positions.directions):
-            counts[self.model.positions.atom_of(k)] += 1
-        for atom, (block, count) in enumerate(zip(self.blocks, counts, strict=True)):
-            needed = max(1, 2 ** (count - 1))
+        and ``2^j`` of them for a direction of sign pattern ``j`` (its ``j + 1``-th) to be distinct."""
+        for atom, block in enumerate(self.blocks):
+            ranks = [j for k, j in enumerate(self.patterns) if self.model.positions.atom_of(k) == atom]
+            needed = 2 ** max(ranks, default=0)
             if block.stop - block.start < needed:
                 return f"spectral atom {atom} at least {needed} coordinates (it has {block.stop - block.start})"
         return ""
@@ -139,13 +149,10 @@ class FiniteModel:
         """``(K, d)``: the unit directions ``u_k`` of the positional encodings."""
         positions = self.model.positions
         out = torch.zeros((positions.directions, self.d), dtype=self.dtype)
-        used = [0] * len(self.blocks)
-        for k in range(positions.directions):
-            atom = positions.atom_of(k)
-            block = self.blocks[atom]
+        for k, rank in enumerate(self.patterns):
+            block = self.blocks[positions.atom_of(k)]
             size = block.stop - block.start
-            out[k, block] = torch.tensor(sign_pattern(used[atom], size) / math.sqrt(size), dtype=self.dtype)
-            used[atom] += 1
+            out[k, block] = torch.tensor(sign_pattern(rank, size) / math.sqrt(size), dtype=self.dtype)
         return out
 
     @cached_property
@@ -178,11 +185,6 @@ class FiniteModel:
     def student_attention(self, fields: torch.Tensor) -> torch.Tensor:
         """``S(h)`` for student fields ``(..., L, r)``; result ``(..., L, L)``."""
         return _apply(self._student_map, fields)
-
-    @property
-    def penalty(self) -> tuple[float, float]:
-        """``(l1, l2)`` of ``g(w) = l1 |w|_1 + l2/2 |w|^2``."""
-        return self.model.regulariser.separable_weights()
 
     def order_parameters(self, weights: torch.Tensor, teacher: torch.Tensor) -> dict[str, float]:
         """The declaration's reduced order parameters (except the response ``V``, which has no

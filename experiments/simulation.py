@@ -132,7 +132,7 @@ class SimulationSettings:
         check(self.tolerance, "tolerance", ranges.TOLERANCE)
         check(self.n_test, "n_test", ranges.TEST_SAMPLES)
         check_choice(self.dtype, "dtype", DTYPES)
-        short = FiniteModel(self.model, d).too_small()
+        short = self.finite.too_small()
         if short:
             raise ParameterError(f"d must give {short}; got d = {d}")
         if self.l1 and self.optimiser != "gd":
@@ -622,6 +622,18 @@ def family_norms(table: pd.DataFrame, model: AttentionModel) -> dict[str, np.nda
         family: np.sqrt(sum(table[name].to_numpy(float) ** 2 for name in names[family]))
         for family in family_labels(model)
     }
+
+
+def norm_columns(model: AttentionModel) -> dict[str, str]:
+    """The columns of the overlap norms, ``|m|`` and ``|theta|`` (:func:`family_norms`), keyed by column
+    name, valued by family."""
+    return {f"|{family}|": family for family in family_labels(model)}
+
+
+def with_family_norms(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """``table`` with the columns of :func:`norm_columns`."""
+    sizes = family_norms(table, model)
+    return table.assign(**{column: sizes[family] for column, family in norm_columns(model).items()})
 
 
 def branch_overlaps(

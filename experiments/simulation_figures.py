@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import BRANCH_STYLE
-from attnphase.experiments.simulation import family_labels, family_norms
+from attnphase.experiments.simulation import norm_columns, with_family_norms
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -21,23 +21,11 @@ INIT_STYLE = {
 }
 
 
-def overlap_columns(model: AttentionModel) -> dict[str, str]:
-    """The plotted overlap per family, ``|m|`` and ``|theta|``: the norm of the family's entries
-    (:func:`~attnphase.experiments.simulation.family_norms`), keyed by column name, valued by family."""
-    return {f"|{family}|": family for family in family_labels(model)}
-
-
-def with_overlap_norms(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
-    """``table`` with the columns of :func:`overlap_columns`."""
-    sizes = family_norms(table, model)
-    return table.assign(**{column: sizes[family] for column, family in overlap_columns(model).items()})
-
-
 def summarise(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """Mean and standard error over seeds of ``train_loss``, ``test_error`` and the overlap norms
     (their signs follow the push of the initialisation, the theory's are arbitrary), per ``(alpha, init)``."""
-    measures = ["train_loss", "test_error", *overlap_columns(model)]
-    grouped = with_overlap_norms(simulations, model).groupby(["alpha", "init"])[measures]
+    measures = ["train_loss", "test_error", *norm_columns(model)]
+    grouped = with_family_norms(simulations, model).groupby(["alpha", "init"])[measures]
     mean, se = grouped.mean(), grouped.sem()
     return mean.join(se.add_suffix("_se")).join(grouped.size().rename("runs")).reset_index()
 
@@ -60,8 +48,8 @@ def simulation_figure(
     between the branches of ``model.labels.critical``; theory lines per branch, simulations as points
     with error bars."""
     summary = summarise(simulations, model)
-    overlaps = overlap_columns(model)
-    theory = with_overlap_norms(branches[branches["converged"].astype(bool)].sort_values("alpha"), model)
+    overlaps = norm_columns(model)
+    theory = with_family_norms(branches[branches["converged"].astype(bool)].sort_values("alpha"), model)
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
