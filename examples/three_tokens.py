@@ -4,7 +4,7 @@ token with a different variance. Run: python examples/three_tokens.py"""
 import attnphase as ap
 
 model = ap.AttentionModel(
-    # token 3 has twice the variance of tokens 1 and 2: two covariance classes
+    # token 3 has twice the variance of tokens 1 and 2: its q, V, theta are twice theirs (THEORY.md sec. 2)
     tokens=ap.GaussianTokens(variances=((0.25, 0.25, 0.5),)),
     # p_1 = u_1, p_2 = u_2, p_3 = -(u_1 + u_2)
     positions=ap.PositionalEncodings(coefficients=((1.0, 0.0), (0.0, 1.0), (-1.0, -1.0))),

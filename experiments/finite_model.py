@@ -5,8 +5,11 @@ its equations from (THEORY.md sec. 1-2), so a declared variant is simulated with
 
 * coordinates: the spectral atom ``a`` of the tokens' covariances owns a block of
   ``round(w_a d)`` consecutive coordinates (largest remainders, summing to ``d``); token ``l`` has the
-  variance ``variances[a][l]`` on them, so ``Sigma_l`` is diagonal in the standard basis;
-* positional encodings ``p_l = sum_k P_lk u_k``: ``u_k`` is flat over its atom's block,
+  variance ``variances[a][l]`` on them, so ``Sigma_l`` is diagonal in the standard basis (for mixture
+  tokens, cluster ``j`` has ``variances[a][j]``, and each sequence's labels are drawn from the label
+  law, THEORY.md sec. 8);
+* positional encodings ``p_l = sum_k P_lk u_k`` (and cluster means ``mu_j = sum_k M_jk u_k``): ``u_k`` is
+  flat over its atom's block,
   ``u_k,i = s_k(i) / sqrt(block)``, with the sign pattern ``s_k`` of Rademacher function ``j`` for the
   ``j``-th direction of the block (``+1`` for the first; ``(-1)^bit_{j-1}(i)`` after it): orthonormal when
   the block is a multiple of ``2^j``, and with the balanced independent signs of the field law of
@@ -131,10 +134,12 @@ class FiniteModel:
         return ""
 
     @cached_property
-    def variances(self) -> torch.Tensor:
-        """``(L, d)``: the variance of token ``l`` at each coordinate."""
-        out = torch.empty((self.length, self.d), dtype=self.dtype)
-        for block, row in zip(self.blocks, self.model.tokens.variances, strict=True):
+    def cluster_variances(self) -> torch.Tensor:
+        """``(C, d)``: the variance of each cluster at each coordinate (for Gaussian tokens the clusters
+        are the tokens)."""
+        variances = self.model.tokens.variances
+        out = torch.empty((len(variances[0]), self.d), dtype=self.dtype)
+        for block, row in zip(self.blocks, variances, strict=True):
             out[:, block] = torch.tensor(row, dtype=self.dtype)[:, None]
         return out
 
@@ -142,7 +147,21 @@ class FiniteModel:
     def class_variances(self) -> torch.Tensor:
         """``(C, d)``: the diagonal of ``Sigma_c`` of each covariance class."""
         classes = self.model.tokens.covariance_classes()
-        return torch.stack([self.variances[classes.index(c)] for c in range(max(classes) + 1)])
+        return torch.stack([self.cluster_variances[classes.index(c)] for c in range(max(classes) + 1)])
+
+    @cached_property
+    def cluster_means(self) -> torch.Tensor:
+        """``(C, d)``: the mean ``mu_j = sum_k M_jk u_k`` of each cluster."""
+        means = self.model.tokens.cluster_means(self.model.positions.directions)
+        coefficients = torch.tensor(means, dtype=self.dtype).reshape(len(means), -1)
+        return coefficients @ self.directions
+
+    @cached_property
+    def _label_law(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The label configurations ``(K, L)`` and their probabilities ``(K,)``."""
+        law = self.model.tokens.configurations()
+        labels = torch.tensor([c for c, _ in law], dtype=torch.long)
+        return labels, torch.tensor([p for _, p in law], dtype=torch.float64)
 
     @cached_property
     def directions(self) -> torch.Tensor:
@@ -162,9 +181,20 @@ class FiniteModel:
         return coefficients @ self.directions
 
     def tokens(self, generator: torch.Generator, n: int) -> torch.Tensor:
-        """``n`` sequences of noise tokens ``z``, shape ``(n, L, d)``, ``z_l ~ N(0, Sigma_l)``."""
+        """``n`` sequences of tokens ``x``, shape ``(n, L, d)`` (:meth:`labelled_tokens`)."""
+        return self.labelled_tokens(generator, n)[1]
+
+    def labelled_tokens(self, generator: torch.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` sequences' cluster labels ``(c_1, ..., c_L)``, shape ``(n, L)``, drawn from the label law
+        (drawn only when it has more than one configuration), and their tokens
+        ``x_l ~ N(mu_{c_l}, Sigma_{c_l})``, shape ``(n, L, d)`` (THEORY.md sec. 1, 8)."""
+        configurations, probabilities = self._label_law
+        if len(probabilities) == 1:
+            labels = configurations.expand(n, -1)
+        else:
+            labels = configurations[torch.multinomial(probabilities, n, replacement=True, generator=generator)]
         draws = torch.randn((n, self.length, self.d), generator=generator, dtype=self.dtype)
-        return draws * self.variances.sqrt()
+        return labels, self.cluster_means[labels] + draws * self.cluster_variances.sqrt()[labels]
 
     def teacher_weights(self, generator: torch.Generator) -> torch.Tensor:
         """``Q* ~ N(0, I)`` entrywise, shape ``(d, t)``."""
@@ -191,14 +221,14 @@ class FiniteModel:
         finite-``d`` counterpart) at student weights ``(d, r)`` and teacher weights ``(d, t)``, under the
         theory's names (THEORY.md sec. 2)."""
         parameters = self.model.reduced_parameters()
+        basis = self.model.independent_classes()
         d = self.d
         values: dict[str, float] = {}
         for entry in parameters.entries:
             i, j = entry.entry
-            if entry.family == "q":
-                value = weights[:, i] @ (self.class_variances[entry.group] * weights[:, j]) / d
-            elif entry.family == "theta":
-                value = teacher[:, i] @ (self.class_variances[entry.group] * weights[:, j]) / d
+            if entry.family in ("q", "theta"):
+                left = weights if entry.family == "q" else teacher
+                value = left[:, i] @ (self.class_variances[basis[entry.group]] * weights[:, j]) / d
             elif entry.family == "m":
                 value = self.directions[entry.group] @ weights[:, i] / math.sqrt(d)
             else:

@@ -263,6 +263,38 @@ class MixedPositionalTeacher:
 # --------------------------------------------------------------------------- data model
 
 
+def _covariance_classes(variances: tuple[tuple[float, ...], ...]) -> tuple[int, ...]:
+    """Class index of each column of ``variances`` (atoms x clusters): clusters with identical spectra
+    share a class, numbered in order of first appearance."""
+    columns = [tuple(row[j] for row in variances) for j in range(len(variances[0]))]
+    distinct: list[tuple[float, ...]] = []
+    for column in columns:
+        if column not in distinct:
+            distinct.append(column)
+    return tuple(distinct.index(column) for column in columns)
+
+
+def _spectral_constants(variances: tuple[tuple[float, ...], ...], weights: tuple[float, ...]) -> dict[str, float]:
+    """The atom weights ``w_a`` and the variance ``gamma_a_c`` of each covariance class ``c`` in each atom."""
+    classes = _covariance_classes(variances)
+    values: dict[str, float] = {}
+    for a, row in enumerate(variances):
+        values[f"w_{a + 1}"] = float(weights[a])
+        for cluster, class_ in enumerate(classes):
+            values[f"gamma_{a + 1}_{class_ + 1}"] = float(row[cluster])
+    return values
+
+
+def _check_spectrum(variances: tuple[tuple[float, ...], ...], weights: tuple[float, ...], columns: str) -> None:
+    """1 to ``MAX_ATOMS`` atoms (rows of ``variances``), rows of equal length (one variance per
+    ``columns``), one weight per atom, the weights summing to one."""
+    require(len(variances) in ATOMS, "variances", f"1 to {MAX_ATOMS} rows (spectral atoms)", variances)
+    for row in variances:
+        require(len(row) == len(variances[0]), "variances", f"rows of equal length (one variance per {columns})", row)
+    require(len(weights) == len(variances), "weights", "one weight per spectral atom", weights)
+    require(abs(sum(weights) - 1.0) < 1e-9, "weights", "numbers summing to 1", weights)
+
+
 @dataclass(frozen=True)
 class GaussianTokens:
     """Independent Gaussian tokens ``x_l ~ N(0, Sigma_l)`` with jointly diagonal covariances.
@@ -270,7 +302,9 @@ class GaussianTokens:
     The limiting joint spectral law is a finite mixture of atoms: with probability
     ``weights[a]`` an eigen-direction carries the variances ``variances[a][l]`` for the
     tokens ``l = 0..L-1`` (THEORY.md sec. 1 and Assumption 4.1 of the paper).
-    Tokens whose variance columns coincide share their order parameters.
+    Tokens whose variance columns coincide share their order parameters. In the terms of
+    :class:`GaussianMixtureTokens`, each token is a cluster of its own, of mean zero, and the
+    labels are ``(0, 1, ..., L - 1)`` with probability one.
     """
 
     variances: tuple[tuple[float, ...], ...]
@@ -295,12 +329,12 @@ class GaussianTokens:
     def validate(self) -> None:
         """1 to ``MAX_ATOMS`` atoms of ``L`` variances each (``L`` in ``TOKENS``), one weight per atom,
         the weights summing to one (each variance and weight is checked at construction)."""
-        require(len(self.variances) in ATOMS, "variances", f"1 to {MAX_ATOMS} rows (spectral atoms)", self.variances)
-        for row in self.variances:
-            require(len(row) == self.length, "variances", "rows of equal length (one variance per token)", row)
+        _check_spectrum(self.variances, self.weights, "token")
         require(self.length in TOKENS, "L", f"{TOKENS} (the length of each row of variances)", self.length)
-        require(len(self.weights) == len(self.variances), "weights", "one weight per spectral atom", self.weights)
-        require(abs(sum(self.weights) - 1.0) < 1e-9, "weights", "numbers summing to 1", self.weights)
+
+    def validate_directions(self, directions: int) -> None:
+        """Nothing to check: the tokens have mean zero."""
+        return None
 
     def parameters(self) -> dict[str, float]:
         """``{"sigma": sigma}`` if every token has the variance ``sigma^2`` in one spectral atom
@@ -310,23 +344,162 @@ class GaussianTokens:
         return self.constants()
 
     def covariance_classes(self) -> tuple[int, ...]:
-        """Class index of each token: tokens with identical spectra share a class."""
-        columns = [tuple(row[token] for row in self.variances) for token in range(self.length)]
-        distinct: list[tuple[float, ...]] = []
-        for column in columns:
-            if column not in distinct:
-                distinct.append(column)
-        return tuple(distinct.index(column) for column in columns)
+        """Class index of each token (each cluster): tokens with identical spectra share a class."""
+        return _covariance_classes(self.variances)
+
+    def cluster_means(self, directions: int) -> tuple[tuple[float, ...], ...]:
+        """The mean of each cluster (token) on the ``directions`` positional directions: zero."""
+        return ((0.0,) * directions,) * self.length
+
+    def configurations(self) -> tuple[tuple[tuple[int, ...], float], ...]:
+        """Token ``l`` is in cluster ``l``, with probability one."""
+        return ((tuple(range(self.length)), 1.0),)
 
     def constants(self) -> dict[str, float]:
         """The atom weights ``w_a`` and the variance ``gamma_a_c`` of each covariance class in each atom."""
-        classes = self.covariance_classes()
-        values: dict[str, float] = {}
-        for a, row in enumerate(self.variances):
-            values[f"w_{a + 1}"] = float(self.weights[a])
-            for token, cls_ in enumerate(classes):
-                values[f"gamma_{a + 1}_{cls_ + 1}"] = float(row[token])
-        return values
+        return _spectral_constants(self.variances, self.weights)
+
+    def structure(self) -> tuple:
+        """Nothing beyond the shape of the declaration: the tokens' numbers are named constants."""
+        return ()
+
+
+#: The probability of a label configuration, and the mean of a cluster on a positional direction.
+PROBABILITY = Interval(0.0, 1.0, low_open=True)
+MAX_CLUSTERS = 8
+CLUSTER = Interval(0, MAX_CLUSTERS - 1, integer=True)
+
+
+@dataclass(frozen=True)
+class GaussianMixtureTokens:
+    """Gaussian-mixture tokens with jointly drawn cluster labels (THEORY.md sec. 8):
+    ``x_l | c_l ~ N(mu_{c_l}, Sigma_{c_l})`` with labels ``(c_1, ..., c_L) ~ P_c``.
+
+    ``variances[a][j]``: the variance of cluster ``j`` on the eigen-directions of spectral atom ``a``
+    (of share ``weights[a]``), so ``Sigma_j = sum_a variances[a][j] (projector on atom a)``;
+    ``means[j][k]``: the coefficient of ``mu_j`` on the ``k``-th unit direction ``u_k`` of the
+    :class:`PositionalEncodings` (``mu_j = sum_k means[j][k] u_k``, ``|mu_j| = O(1)``, so the student's
+    overlap with a cluster mean is an overlap ``mu_k`` like a positional one);
+    ``label_law``: the joint law of the labels, as pairs ``((c_1, ..., c_L), probability)`` over the
+    configurations of positive probability (correlated labels make correlated tokens).
+    The order parameters ``q, V, theta`` are per covariance class (clusters of equal spectra share
+    one); ``Psi_out`` is the exact sum over the configurations, weighted by their probability.
+    """
+
+    variances: tuple[tuple[float, ...], ...]
+    means: tuple[tuple[float, ...], ...]
+    label_law: tuple[tuple[tuple[int, ...], float], ...]
+    weights: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        _set(self, "variances", VARIANCE.check_rows(self.variances, VARIANCES))
+        _set(self, "weights", WEIGHT.check_each(self.weights, "weights"))
+        _set(self, "means", COEFFICIENT.check_rows(self.means, "means"))
+        allowed = "pairs ((c_1, ..., c_L), probability)"
+        pairs = _items(self.label_law, "label_law", allowed)
+        require(len(pairs) >= 1, "label_law", f"at least one of {allowed}", self.label_law)
+        law = []
+        for pair in pairs:
+            items = _items(pair, "label_law", allowed)
+            require(len(items) == 2, "label_law", allowed, pair)
+            law.append((CLUSTER.check_each(items[0], "label_law"), PROBABILITY.check(items[1], "label probability")))
+        _set(self, "label_law", tuple(law))
+        self.validate()
+
+    @classmethod
+    def independent(
+        cls,
+        length: int,
+        variances: tuple[tuple[float, ...], ...],
+        means: tuple[tuple[float, ...], ...],
+        cluster_weights: tuple[float, ...],
+        weights: tuple[float, ...] = (1.0,),
+    ) -> GaussianMixtureTokens:
+        """Labels drawn independently for each of ``length`` tokens, cluster ``j`` with probability
+        ``cluster_weights[j]`` (every configuration, with the product of its clusters' weights)."""
+        length = TOKENS.check(length, "L")
+        shares = PROBABILITY.check_each(cluster_weights, "cluster_weights")
+        require(abs(sum(shares) - 1.0) < 1e-9, "cluster_weights", "numbers summing to 1", shares)
+        law = []
+        for labels in product(range(len(shares)), repeat=length):
+            probability = 1.0
+            for c in labels:
+                probability *= shares[c]
+            law.append((labels, probability))
+        return cls(variances=variances, means=means, label_law=tuple(law), weights=weights)
+
+    @property
+    def length(self) -> int:
+        """The number of tokens L (the length of every label configuration)."""
+        return len(self.label_law[0][0])
+
+    @property
+    def clusters(self) -> int:
+        """The number of clusters (columns of ``variances``)."""
+        return len(self.variances[0])
+
+    def validate(self) -> None:
+        """The spectrum (as :class:`GaussianTokens`), one mean per cluster, label configurations of one
+        length ``L`` in ``TOKENS`` naming existing clusters, each at most once, probabilities summing to
+        one (each number is checked at construction)."""
+        _check_spectrum(self.variances, self.weights, "cluster")
+        require(
+            self.clusters <= MAX_CLUSTERS, "variances", f"at most {MAX_CLUSTERS} columns (clusters)", self.variances
+        )
+        require(len(self.means) == self.clusters, "means", f"one row per cluster ({self.clusters})", self.means)
+        require(self.length in TOKENS, "label_law", f"configurations of L labels with L {TOKENS}", self.length)
+        configurations = [labels for labels, _ in self.label_law]
+        for labels in configurations:
+            require(len(labels) == self.length, "label_law", f"configurations of one length L = {self.length}", labels)
+            require(
+                all(c < self.clusters for c in labels),
+                "label_law",
+                f"cluster indices in [0, {self.clusters - 1}] (one per column of variances)",
+                labels,
+            )
+        require(len(set(configurations)) == len(configurations), "label_law", "distinct configurations", configurations)
+        total = sum(p for _, p in self.label_law)
+        require(
+            abs(total - 1.0) < 1e-9, "label_law", f"probabilities summing to 1 (they sum to {total:g})", self.label_law
+        )
+
+    def validate_directions(self, directions: int) -> None:
+        """One mean coefficient per positional direction."""
+        require(
+            all(len(row) == directions for row in self.means),
+            "means",
+            f"rows of {directions} coefficients (one per direction u_k of the positional encodings)",
+            self.means,
+        )
+
+    def parameters(self) -> dict[str, float]:
+        """The named constants (:meth:`constants`)."""
+        return self.constants()
+
+    def covariance_classes(self) -> tuple[int, ...]:
+        """Class index of each cluster: clusters with identical spectra share a class."""
+        return _covariance_classes(self.variances)
+
+    def cluster_means(self, directions: int) -> tuple[tuple[float, ...], ...]:
+        """The coefficients of each cluster's mean on the ``directions`` positional directions."""
+        return self.means
+
+    def configurations(self) -> tuple[tuple[tuple[int, ...], float], ...]:
+        """The label configurations of positive probability, with their probabilities."""
+        return self.label_law
+
+    def constants(self) -> dict[str, float]:
+        """The atom weights ``w_a`` and the variance ``gamma_a_c`` of each covariance class in each atom."""
+        return _spectral_constants(self.variances, self.weights)
+
+    def structure(self) -> tuple:
+        """What the derivation depends on beyond the declaration's shape: the means (coefficients of
+        the fields, as the positional ones) and which configurations have positive probability (their
+        probabilities weight the quadrature rule, not the equations)."""
+        return (self.means, tuple(labels for labels, _ in self.label_law))
+
+
+Tokens = GaussianTokens | GaussianMixtureTokens
 
 
 @dataclass(frozen=True)
@@ -561,7 +734,7 @@ class AttentionModel:
     loss of THEORY.md sec. 1 with ``Sigma_tilde = diag(tr Sigma_l / d)``.
     """
 
-    tokens: GaussianTokens
+    tokens: Tokens
     positions: PositionalEncodings
     teacher: MixedPositionalTeacher
     student: DotProductAttention | UntiedDotProductAttention
@@ -571,9 +744,11 @@ class AttentionModel:
     labels: BranchLabels = field(default_factory=BranchLabels)
 
     def __post_init__(self) -> None:
-        for name, kind in (("tokens", GaussianTokens), ("positions", PositionalEncodings)):
+        kinds = {"tokens": (GaussianTokens, GaussianMixtureTokens), "positions": (PositionalEncodings,)}
+        for name, kind in kinds.items():
             if not isinstance(getattr(self, name), kind):
-                raise InputTypeError(f"{name} must be a {kind.__name__}; got {shown(getattr(self, name))}")
+                allowed = " or ".join(k.__name__ for k in kind)
+                raise InputTypeError(f"{name} must be a {allowed}; got {shown(getattr(self, name))}")
         for name in ("teacher", "student", "regulariser"):
             part = getattr(self, name)
             if not all(callable(getattr(part, method, None)) for method in ("validate", "constants")):
@@ -593,6 +768,7 @@ class AttentionModel:
         """Validate the components against each other (raises :class:`DeclarationError`); each
         component has checked its own numbers at construction."""
         self.positions.validate(self.length, len(self.tokens.variances))
+        self.tokens.validate_directions(self.positions.directions)
         self.teacher.validate(self.length)
         self.student.validate(self.length, self.rank)
         self.regulariser.validate(self.rank)
@@ -615,11 +791,35 @@ class AttentionModel:
             values.update(part.constants())
         return values
 
+    def independent_classes(self) -> tuple[int, ...]:
+        """The covariance classes that carry order parameters of their own (THEORY.md sec. 2, 8): those
+        whose spectra (columns of the tokens' variances over the atoms) are linearly independent of the
+        classes before them. ``Sigma_c = sum_a gamma_a_c P_a`` (``P_a`` the projector on atom ``a``), so
+        ``q_c = sum_a gamma_a_c Q^T P_a Q / d`` and likewise ``theta_c`` and ``V_c``: a class whose spectrum
+        is a combination of others' (tokens of proportional covariances in one atom) has the same
+        combination of their order parameters, and giving it parameters of its own would make the saddle
+        point degenerate."""
+        classes = self.tokens.covariance_classes()
+        columns = [[float(row[classes.index(c)]) for row in self.tokens.variances] for c in range(max(classes) + 1)]
+        basis: list[int] = []
+        orthonormal: list[list[float]] = []
+        for c, column in enumerate(columns):
+            residual = list(column)
+            for u in orthonormal:
+                dot = sum(a * b for a, b in zip(u, residual, strict=True))
+                residual = [a - dot * b for a, b in zip(residual, u, strict=True)]
+            size = sum(a * a for a in residual) ** 0.5
+            if size > 1e-9 * sum(a * a for a in column) ** 0.5:
+                basis.append(c)
+                orthonormal.append([a / size for a in residual])
+        return tuple(basis)
+
     def reduced_parameters(self) -> ReducedParameters:
         """The reduced order parameters and their conjugates (THEORY.md sec. 2): ``q``, ``V``, ``theta``
-        per covariance class, ``mu`` (printed ``m``) per positional direction."""
-        classes = self.tokens.covariance_classes()
-        return ReducedParameters.build(max(classes) + 1, self.positions.directions, self.rank, self.teacher_rank)
+        per independent covariance class (:meth:`independent_classes`), ``mu`` (printed ``m``) per
+        positional direction."""
+        groups = len(self.independent_classes())
+        return ReducedParameters.build(groups, self.positions.directions, self.rank, self.teacher_rank)
 
     def record(self) -> dict[str, object]:
         """The whole declaration as JSON-ready data (each component with its class name), as
@@ -640,8 +840,10 @@ class AttentionModel:
             self.teacher_rank,
             len(self.tokens.variances),
             self.tokens.covariance_classes(),
+            self.independent_classes(),
             self.positions.coefficients,
             self.positions.atoms,
+            self.tokens.structure(),
         )
 
 

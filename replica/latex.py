@@ -443,15 +443,20 @@ def _symmetry_reduction(system: ReplicaSystem, names: _Names) -> list[Equation]:
     return equations
 
 
+def _token_responses(system: ReplicaSystem) -> list[sp.Expr | sp.Matrix]:
+    """The response ``V_l`` of each token, in the reduced parameters (its class's, or for mixture tokens
+    the selection by the token's label indicators)."""
+    return [system.per_token[f"V_{l + 1}"] for l in range(system.model.length)]
+
+
 def build_document(system: ReplicaSystem) -> EquationsDocument:
     """The :class:`EquationsDocument` of a derived system (any declaration: L tokens, ranks
     r and t, several covariance classes and positional directions)."""
     model = system.model
     L, r, t = model.length, model.rank, model.teacher_rank
     par = system.parameters
-    classes = model.tokens.covariance_classes()
     constants = {c.name: c for c in system.constants}
-    nodes = system.nodes
+    nodes = system.nodes[: system.gaussian_dimension]
     names = _Names()
     equations = _symmetry_reduction(system, names)
 
@@ -503,11 +508,13 @@ def build_document(system: ReplicaSystem) -> EquationsDocument:
         equations.append(Equation("loss", gradient[column], chain))
 
     # ---- 5. Moreau envelope and prox (THEORY.md sec. 3)
-    forms = {c: _QuadraticForm.of(par.V[c]) for c in sorted(set(classes))}
+    responses = [sp.ImmutableMatrix(sp.Matrix([[v]]) if r == 1 else v) for v in _token_responses(system)]
+    by_response = {v: _QuadraticForm.of(sp.Matrix(v)) for v in dict.fromkeys(responses)}
+    forms = [by_response[v] for v in responses]  # the quadratic form of each token's V_l
 
     def prior(at: sp.Matrix) -> sp.Expr:
         """``sum_l (omega_l - at_l)^T V_l^{-1} (omega_l - at_l) / 2`` with omega as symbols."""
-        return sp.Add(*[forms[classes[l]].at(forms[classes[l]].value, omega[l, :] - at[l, :]) for l in range(L)])
+        return sp.Add(*[forms[l].at(forms[l].value, omega[l, :] - at[l, :]) for l in range(L)])
 
     envelope_sym = names.symbol("M(z; xi, eta)", r"M(z; \xi, \eta)")
     envelope_min = names.symbol("M*", r"M^*")
@@ -523,7 +530,7 @@ def build_document(system: ReplicaSystem) -> EquationsDocument:
     prox = names.matrix(L, r, "z*", "z^*", single=r == 1)
     # the placeholder of the quadratic forms is omega_l - z*_l, so dM/domega_l is its gradient
     gaps = [omega[l, :] - prox[l, :] for l in range(L)]
-    d_omega = [[forms[classes[l]].at(forms[classes[l]].gradient[i], gaps[l]) for i in range(r)] for l in range(L)]
+    d_omega = [[forms[l].at(forms[l].gradient[i], gaps[l]) for i in range(r)] for l in range(L)]
     integrands: dict[sp.Symbol, sp.Expr] = {}
     for e in par.entries:
         x = e.symbol
@@ -543,11 +550,7 @@ def build_document(system: ReplicaSystem) -> EquationsDocument:
             for term in sp.Add.make_args(_tidy(sp.diff(hstar_value[l, a], x), nodes))
         ]
         # explicit dependence of the prior term on X at fixed fields (only through V)
-        terms += [
-            forms[classes[l]].at(forms[classes[l]].explicit[x], gaps[l])
-            for l in range(L)
-            if x in forms[classes[l]].explicit
-        ]
+        terms += [forms[l].at(forms[l].explicit[x], gaps[l]) for l in range(L) if x in forms[l].explicit]
         integrands[x] = sp.Add(*terms)
     expectations = {system.expectations[x]: GaussianExpectation(integrands[x]) for x in integrands}
     equations += [

@@ -20,7 +20,7 @@ simplify or turn into LaTeX (:meth:`ReplicaSystem.latex`, :mod:`attnphase.replic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -37,7 +37,8 @@ class ReplicaSystem:
 
     Symbols
         ``alpha``: sample complexity; ``constants``: named constants of the declaration;
-        ``nodes``: the standard Gaussian variables ``(xi, eta)`` flattened (token-major);
+        ``nodes``: the standard Gaussian variables ``(xi, eta)`` flattened (token-major), then the label
+        indicators of a mixture (``labels``, :class:`LabelIndicators`);
         ``z``: the prox variables (L x r, flattened token-major).
     Fields and target
         ``student_fields`` ``omega`` and ``teacher_fields`` ``h*`` (L x r, L x t);
@@ -64,6 +65,7 @@ class ReplicaSystem:
     alpha: sp.Symbol
     constants: tuple[sp.Symbol, ...]
     nodes: tuple[sp.Symbol, ...]
+    labels: LabelIndicators
     z: tuple[sp.Symbol, ...]
     student_fields: sp.Matrix
     teacher_fields: sp.Matrix
@@ -104,6 +106,15 @@ class ReplicaSystem:
         """The declaration's name of a fixed point at which exactly the overlap families ``nonzero``
         do not vanish (:class:`~attnphase.replica.declaration.BranchLabels`)."""
         return self.model.labels.label(f for f in nonzero if f in self.overlap_families)
+
+    @property
+    def gaussian_dimension(self) -> int:
+        """The number of standard Gaussian node variables, ``L (r + t)``: the nodes before the labels."""
+        return len(self.nodes) - len(self.labels.symbols)
+
+    def label_rule(self) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
+        """The label nodes of this system's declaration and their probabilities (:meth:`LabelIndicators.rule`)."""
+        return self.labels.rule(self.model)
 
     def equations(self) -> list[sp.Eq]:
         """All saddle-point equations as ``sympy.Eq`` objects (conjugates first)."""
@@ -275,6 +286,80 @@ class ConstrainedSystem:
         return eqs
 
 
+@dataclass(frozen=True)
+class LabelIndicators:
+    """The tokens' cluster labels as node variables of the Gaussian expectations (THEORY.md sec. 8).
+
+    ``Psi_out`` of a mixture is ``sum_c P_c Psi_out(c)`` over the label configurations ``c``: one
+    expectation whose nodes are the Gaussian ones and a label configuration drawn from ``P_c``. The
+    label of token ``l`` enters as indicators ``s_l_j`` (1 if the token is in cluster ``j``, else 0),
+    one per cluster the token takes in some configuration (``pairs``: token and cluster of each), and a
+    quantity of token ``l`` that depends on its cluster is ``sum_j s_l_j X_j`` (:meth:`select`), which
+    is ``X_j`` at every configuration. With a single configuration the indicators are the constants
+    they equal and the selection is ``X_j`` itself: no label nodes."""
+
+    pairs: tuple[tuple[int, int], ...]
+    symbols: tuple[sp.Symbol, ...]
+    fixed: tuple[int, ...] | None  # each token's cluster, when there is one configuration
+
+    @classmethod
+    def of(cls, model: AttentionModel) -> LabelIndicators:
+        """The indicators of ``model``'s label law."""
+        law = model.tokens.configurations()
+        if len(law) == 1:
+            return cls((), (), law[0][0])
+        pairs = sorted({(l, j) for labels, _ in law for l, j in enumerate(labels)})
+        symbols = tuple(sp.Symbol(f"s_{l + 1}_{j + 1}", real=True, nonnegative=True) for l, j in pairs)
+        return cls(tuple(pairs), symbols, None)
+
+    def clusters_of(self, token: int) -> tuple[int, ...]:
+        """The clusters ``token`` takes in some configuration."""
+        if self.fixed is not None:
+            return (self.fixed[token],)
+        return tuple(j for l, j in self.pairs if l == token)
+
+    def select(self, token: int, per_cluster: Callable[[int], sp.Expr | sp.Matrix]) -> sp.Expr | sp.Matrix:
+        """``per_cluster(j)`` at ``token``'s cluster ``j``: ``sum_j s_token_j per_cluster(j)``."""
+        if self.fixed is not None:
+            return per_cluster(self.fixed[token])
+        terms = [s * per_cluster(j) for (l, j), s in zip(self.pairs, self.symbols, strict=True) if l == token]
+        total = terms[0]
+        for term in terms[1:]:
+            total = total + term
+        return total
+
+    def rule(self, model: AttentionModel) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
+        """The label nodes of ``model``'s law: the indicator values of each configuration (one tuple per
+        indicator, one entry per configuration) and the configurations' probabilities; no indicators
+        and the probability one for a single configuration."""
+        law = model.tokens.configurations()
+        values = tuple(tuple(float(labels[l] == j) for labels, _ in law) for l, j in self.pairs)
+        return values, tuple(float(p) for _, p in law)
+
+
+def _class_combinations(
+    gamma: list[list[sp.Symbol]], basis: tuple[int, ...]
+) -> Callable[[int, Sequence[sp.Matrix]], sp.Matrix]:
+    """``combination(c, per_group)``: the order parameter of covariance class ``c`` from those of the
+    independent classes ``basis`` (``per_group[b]`` for ``basis[b]``): itself for an independent class,
+    else ``sum_b x_b per_group[b]`` with ``G_c = sum_b x_b G_basis[b]``, ``G_c`` the class's spectrum
+    (its ``gamma`` over the atoms), solved exactly in the spectra's symbols (THEORY.md sec. 2)."""
+    spectra = sp.Matrix(gamma)  # atoms x classes
+    independent = spectra[:, list(basis)]
+    gram_inverse = (independent.T * independent).inv()
+
+    def combination(c: int, per_group: Sequence[sp.Matrix]) -> sp.Matrix:
+        if c in basis:
+            return per_group[basis.index(c)]
+        weights = (gram_inverse * independent.T * spectra[:, c]).applyfunc(sp.cancel)
+        total = weights[0] * per_group[0]
+        for b in range(1, len(basis)):
+            total = total + weights[b] * per_group[b]
+        return total
+
+    return combination
+
+
 def _cholesky(matrix: sp.Matrix) -> sp.Matrix:
     if matrix.shape == (1, 1):
         return sp.Matrix([[sp.sqrt(matrix[0, 0])]])
@@ -323,7 +408,8 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     # rho_c = Q*^T Sigma_c Q*/d with iid standard teacher entries; Sigma_tilde_c = tr Sigma_c / d.
     trace_sigma = [sp.Add(*[weight[a] * gamma[a][c] for a in range(n_atoms)]) for c in range(n_classes)]
     rho = [trace_sigma[c] * sp.eye(t) for c in range(n_classes)]
-    sigma_tilde = sp.diag(*[trace_sigma[classes[l]] for l in range(L)])
+    labels = LabelIndicators.of(model)
+    sigma_tilde = sp.diag(*[labels.select(l, lambda j: trace_sigma[classes[j]]) for l in range(L)])
 
     def indexed(base: str, cols: int):
         return lambda l, i: sp.Symbol(f"{base}_{l + 1}_{i + 1}" if cols > 1 else f"{base}_{l + 1}", real=True)
@@ -331,33 +417,63 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     xi = sp.Matrix(L, r, indexed("xi", r))
     eta = sp.Matrix(L, t, indexed("eta", t))
     z = sp.Matrix(L, r, indexed("z", r))
-    nodes = tuple(xi) + tuple(eta)
+    nodes = tuple(xi) + tuple(eta) + labels.symbols
 
-    # ---- fields (THEORY.md sec. 2), per token, in terms of the reduced parameters
+    # ---- fields (THEORY.md sec. 2, 8), per token and cluster, in terms of the reduced parameters; the
+    # mean of token l in cluster j is (p_l + mu_j)^T Q / sqrt(d) = sum_k (P_lk + M_jk) mu_k
     zero_r = sp.zeros(r, 1)
-    m_token = [sum((positions[l, k] * par.mu[k] for k in range(n_dirs)), zero_r) for l in range(L)]
+    means = model.tokens.cluster_means(n_dirs)
+
+    def mean_of(l: int, j: int) -> sp.Matrix:
+        coefficients = [positions[l, k] + sp.nsimplify(means[j][k]) for k in range(n_dirs)]
+        return sum((c * par.mu[k] for k, c in enumerate(coefficients)), zero_r)
+
+    basis = model.independent_classes()
+    n_groups = len(basis)
+    combination = _class_combinations(gamma, basis)
+    q_of = [combination(c, par.q) for c in range(n_classes)]
+    V_of = [combination(c, par.V) for c in range(n_classes)]
+    theta_of = [combination(c, par.theta) for c in range(n_classes)]
+    roots, inverses_q, residual_roots = [], [], []
+    for c in range(n_classes):
+        roots.append(_cholesky(q_of[c]))
+        inverses_q.append(q_of[c].inv())
+        residual_cov = rho[c] - theta_of[c] * inverses_q[c] * theta_of[c].T
+        residual_roots.append(_cholesky(residual_cov) if theta_of[c].shape[0] else sp.zeros(t, t))
+
     omega_rows, hstar_rows, per_token = [], [], {}
-    field_law: list[tuple[sp.Matrix, sp.Matrix, sp.Matrix]] = []  # (mean, factor B, standard nodes)
+    # per token, the law of its fields in each of its clusters: (cluster, mean, factor B, standard nodes)
+    field_law: list[list[tuple[int, sp.Matrix, sp.Matrix, sp.Matrix]]] = []
     for l in range(L):
-        c = classes[l]
-        q_c, th_c = par.q[c], par.theta[c]
-        root_q = _cholesky(q_c)
-        q_inv = q_c.inv()
-        residual_cov = rho[c] - th_c * q_inv * th_c.T
-        root_res = _cholesky(residual_cov) if th_c.shape[0] else sp.zeros(t, t)
         xi_l, eta_l = xi[l, :].T, eta[l, :].T
-        omega_l = m_token[l] + root_q * xi_l
-        hstar_l = th_c * q_inv * root_q * xi_l + root_res * eta_l
-        omega_rows.append(omega_l.T)
-        hstar_rows.append(hstar_l.T)
-        mean = sp.Matrix.vstack(m_token[l], sp.zeros(t, 1))
-        factor = sp.Matrix(sp.BlockMatrix([[root_q, sp.zeros(r, t)], [th_c * q_inv * root_q, root_res]]))
-        field_law.append((mean, factor, sp.Matrix.vstack(xi_l, eta_l)))
+        standard = sp.Matrix.vstack(xi_l, eta_l)
+
+        def omega_in(j: int, l: int = l, xi_l: sp.Matrix = xi_l) -> sp.Matrix:
+            return mean_of(l, j) + roots[classes[j]] * xi_l
+
+        def hstar_in(j: int, xi_l: sp.Matrix = xi_l, eta_l: sp.Matrix = eta_l) -> sp.Matrix:
+            c = classes[j]
+            return theta_of[c] * inverses_q[c] * roots[c] * xi_l + residual_roots[c] * eta_l
+
+        omega_rows.append(labels.select(l, omega_in).T)
+        hstar_rows.append(labels.select(l, hstar_in).T)
+        law_l = []
+        for j in labels.clusters_of(l):
+            c = classes[j]
+            mean = sp.Matrix.vstack(mean_of(l, j), sp.zeros(t, 1))
+            factor = sp.Matrix(
+                sp.BlockMatrix(
+                    [[roots[c], sp.zeros(r, t)], [theta_of[c] * inverses_q[c] * roots[c], residual_roots[c]]]
+                )
+            )
+            law_l.append((j, mean, factor, standard))
+        field_law.append(law_l)
+        m_l = labels.select(l, lambda j, l=l: mean_of(l, j))
         for i in range(r):
-            per_token[f"m_{l + 1}" + (f"{i + 1}" if r > 1 else "")] = m_token[l][i]
-        per_token[f"q_{l + 1}"] = q_c if r > 1 else q_c[0, 0]
-        per_token[f"V_{l + 1}"] = par.V[c] if r > 1 else par.V[c][0, 0]
-        per_token[f"theta_{l + 1}"] = th_c if (r, t) != (1, 1) else th_c[0, 0]
+            per_token[f"m_{l + 1}" + (f"{i + 1}" if r > 1 else "")] = m_l[i]
+        for family, matrices, full in (("q", q_of, r > 1), ("V", V_of, r > 1), ("theta", theta_of, (r, t) != (1, 1))):
+            value = labels.select(l, lambda j, matrices=matrices: matrices[classes[j]])
+            per_token[f"{family}_{l + 1}"] = value if full else value[0, 0]
     omega = sp.Matrix.vstack(*omega_rows)
     hstar = sp.Matrix.vstack(*hstar_rows)
 
@@ -371,7 +487,11 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     prior = sp.Add(
         *[
             sp.Rational(1, 2)
-            * ((z[l, :] - fields_free[l, :]) * par.V[classes[l]].inv() * (z[l, :] - fields_free[l, :]).T)[0, 0]
+            * (
+                (z[l, :] - fields_free[l, :])
+                * labels.select(l, lambda j: V_of[classes[j]].inv())
+                * (z[l, :] - fields_free[l, :]).T
+            )[0, 0]
             for l in range(L)
         ]
     )
@@ -388,27 +508,34 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     # the inverses depend neither on the parameter differentiated nor on the token within a
     # covariance class: compute them once per class
     inverses: dict[sp.ImmutableMatrix, tuple[sp.Matrix, sp.Matrix, sp.Matrix]] = {}
-    laws = []
-    for mean, factor, n_l in field_law:
-        key = sp.ImmutableMatrix(factor)
-        if key not in inverses:
-            cov = factor * factor.T
-            inverses[key] = (cov, factor.T.inv(), cov.inv())
-        cov, factor_t_inv, cov_inv = inverses[key]
-        laws.append((mean, cov, factor_t_inv * n_l, cov_inv))  # C^{-1}(y - mean) = B^{-T} n
+    laws = []  # per token: (cluster, mean, covariance, whitened nodes C^{-1}(y - mean) = B^{-T} n, C^{-1})
+    for law_l in field_law:
+        laws.append([])
+        for j, mean, factor, n_l in law_l:
+            key = sp.ImmutableMatrix(factor)
+            if key not in inverses:
+                cov = factor * factor.T
+                inverses[key] = (cov, factor.T.inv(), cov.inv())
+            cov, factor_t_inv, cov_inv = inverses[key]
+            laws[-1].append((j, mean, cov, factor_t_inv * n_l, cov_inv))
     for e in par.entries:
         s_total = sp.Integer(0)
-        for mean, cov, whitened, cov_inv in laws:
-            dmean, dcov = mean.diff(e.symbol), cov.diff(e.symbol)
-            if dmean.is_zero_matrix and dcov.is_zero_matrix:
-                continue
-            s_total += (whitened.T * dmean)[0, 0]
-            s_total += sp.Rational(1, 2) * ((whitened.T * dcov * whitened)[0, 0] - (cov_inv * dcov).trace())
+        for l, law_l in enumerate(laws):
+            terms = {}
+            for j, mean, cov, whitened, cov_inv in law_l:
+                dmean, dcov = mean.diff(e.symbol), cov.diff(e.symbol)
+                term = sp.Integer(0)
+                if not dmean.is_zero_matrix:
+                    term += (whitened.T * dmean)[0, 0]
+                if not dcov.is_zero_matrix:
+                    term += sp.Rational(1, 2) * ((whitened.T * dcov * whitened)[0, 0] - (cov_inv * dcov).trace())
+                terms[j] = term
+            s_total += labels.select(l, lambda j, terms=terms: terms[j])
         score[e.symbol] = (s_total, direct[e.symbol])
 
     # ---- free entropy (sec. 3)
     trace_terms = sp.Integer(0)
-    for c in range(n_classes):
+    for c in range(n_groups):
         trace_terms += sp.Rational(1, 2) * (par.Vhat[c] * par.q[c]).trace()
         trace_terms -= sp.Rational(1, 2) * (par.qhat[c] * par.V[c]).trace()
         trace_terms -= (par.thetahat[c].T * par.theta[c]).trace()
@@ -417,11 +544,12 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
 
     psi_w = sp.Integer(0)
     for a in range(n_atoms):
-        theta_sum = sum((gamma[a][c] * par.thetahat[c] for c in range(n_classes)), sp.zeros(t, r))
+        # the prior couples Q to the independent classes' conjugates only (THEORY.md sec. 3)
+        spectrum = [gamma[a][c] for c in basis]
+        theta_sum = sum((g * par.thetahat[b] for b, g in enumerate(spectrum)), sp.zeros(t, r))
         law = FieldLaw(
-            a_matrix=sum((gamma[a][c] * par.Vhat[c] for c in range(n_classes)), sp.zeros(r, r)),
-            covariance=sum((gamma[a][c] * par.qhat[c] for c in range(n_classes)), sp.zeros(r, r))
-            + theta_sum.T * theta_sum,
+            a_matrix=sum((g * par.Vhat[b] for b, g in enumerate(spectrum)), sp.zeros(r, r)),
+            covariance=sum((g * par.qhat[b] for b, g in enumerate(spectrum)), sp.zeros(r, r)) + theta_sum.T * theta_sum,
             weight=weight[a],
             directions=tuple(par.muhat[k] for k in range(n_dirs) if model.positions.atom_of(k) == a),
         )
@@ -459,12 +587,13 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         alpha=alpha,
         constants=tuple(consts[name] for name in model.constants()),
         nodes=nodes,
+        labels=labels,
         z=z_flat,
         student_fields=omega,
         teacher_fields=hstar,
         teacher_attention=teacher,
         sigma_tilde=sigma_tilde,
-        teacher_overlap=tuple(trace_sigma),
+        teacher_overlap=tuple(trace_sigma[c] for c in basis),
         per_token=per_token,
         loss=loss,
         envelope=envelope,
@@ -523,4 +652,12 @@ def _simplified(expression: sp.Expr) -> sp.Expr:
     return sp.simplify(expression)
 
 
-__all__ = ["FAMILIES", "HAT_NAMES", "ConstrainedSystem", "IntegrandDerivatives", "ReplicaSystem", "derive"]
+__all__ = [
+    "FAMILIES",
+    "HAT_NAMES",
+    "ConstrainedSystem",
+    "IntegrandDerivatives",
+    "LabelIndicators",
+    "ReplicaSystem",
+    "derive",
+]

@@ -17,6 +17,7 @@ from attnphase.replica.declaration import (
     DeclarationError,
     DotProductAttention,
     ElasticNet,
+    GaussianMixtureTokens,
     GaussianTokens,
     Interval,
     MixedPositionalTeacher,
@@ -102,6 +103,26 @@ def _spectrum(omega: float, sigma_1: float, sigma_2: float, weight_1: float, lam
     )
 
 
+CORRELATION = Interval(-1.0, 1.0, low_open=True, high_open=True)
+
+
+def _mixture(
+    omega: float, sigma_1: float, sigma_2: float, mean: float, correlation: float, lam: float, A: Value
+) -> AttentionModel:
+    s1, s2 = SIGMA.check(sigma_1, "sigma_1") ** 2, SIGMA.check(sigma_2, "sigma_2") ** 2
+    same = (1.0 + CORRELATION.check(correlation, "correlation")) / 4
+    return replace(
+        paper_model(omega, 0.5, lam, A),
+        tokens=GaussianMixtureTokens(
+            variances=((s1, s2), (s2, s1)),
+            weights=(0.5, 0.5),
+            means=((0.0, mean), (0.0, -mean)),
+            label_law=(((0, 0), same), ((0, 1), 0.5 - same), ((1, 0), 0.5 - same), ((1, 1), same)),
+        ),
+        positions=PositionalEncodings(coefficients=((1.0, 0.0), (-1.0, 0.0))),
+    )
+
+
 def _paper(omega: float, sigma: float, lam: float, A: Value) -> AttentionModel:
     return paper_model(omega, sigma, lam, A)
 
@@ -180,6 +201,23 @@ VARIANTS: dict[str, Variant] = {
                 A2,
             ),
             _renamed(_spectrum),
+        ),
+        Variant(
+            "mixture",
+            "the paper's instance with Gaussian-mixture tokens (THEORY.md sec. 8): two clusters of means "
+            "+-mean u_2 (u_2 orthogonal to p_1 = -p_2 = u_1), cluster 1 of variance sigma_1^2 on half of the "
+            "directions and sigma_2^2 on the other half, cluster 2 the reverse; each token's cluster is uniform, "
+            "and the two tokens' clusters have the given correlation",
+            (
+                OMEGA_,
+                Parameter("sigma_1", 0.4, "standard deviation of cluster 1 in the first half of the directions"),
+                Parameter("sigma_2", 0.6, "standard deviation of cluster 1 in the second half (cluster 2: swapped)"),
+                Parameter("mean", 0.5, "norm of the cluster means +-mean u_2"),
+                Parameter("correlation", 0.5, "correlation of the two tokens' cluster labels, in (-1, 1)"),
+                LAMBDA_,
+                A2,
+            ),
+            _renamed(_mixture),
         ),
     )
 }

@@ -20,6 +20,7 @@ import sympy as sp
 from attnphase.replica.saddle_equations import ReplicaSystem
 from attnphase.saddle import kernels
 from attnphase.saddle.codegen import ModuleSource, Recipe
+from attnphase.saddle.quadrature import QuadratureRule, with_labels
 
 
 def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Expr]) -> Callable[..., np.ndarray]:
@@ -96,8 +97,14 @@ class CompiledSystem:
 
     @property
     def dimension(self) -> int:
-        """Number of Gaussian node variables ``D = L (r + t)``."""
-        return len(self.system.nodes)
+        """Number of Gaussian node variables ``D = L (r + t)`` (the label nodes of a mixture follow them)."""
+        return self.system.gaussian_dimension
+
+    def rule(self, quadrature: QuadratureRule) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes ``(D + labels, N)`` and weights ``(N,)`` of ``quadrature`` over the Gaussian nodes,
+        times the declaration's label law (:func:`~attnphase.saddle.quadrature.with_labels`): the rule
+        of every expectation of the kernels."""
+        return with_labels(*quadrature.nodes(self.dimension), *self.system.label_rule())
 
     @property
     def prox_dimension(self) -> int:

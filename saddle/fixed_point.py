@@ -344,8 +344,8 @@ class SaddlePointSolver:
         self.compiled = compiled
         self.settings = settings or SolverSettings()
         self.consts = compiled.constant_vector()
-        self.nodes, self.weights = self.settings.quadrature.nodes(compiled.dimension)
-        self.test_nodes, self.test_weights = self.settings.test_quadrature.nodes(compiled.dimension)
+        self.nodes, self.weights = compiled.rule(self.settings.quadrature)
+        self.test_nodes, self.test_weights = compiled.rule(self.settings.test_quadrature)
         self.names = compiled.names
         self.families = compiled.families
         self._q_entries = np.array([f == "q" for f in self.families])
@@ -449,13 +449,16 @@ class SaddlePointSolver:
             r = self.compiled.prox_dimension // L
             t = self.compiled.dimension // L - r
             rng = np.random.default_rng(self.settings.prox.seed)
+            pairs = system.labels.pairs
+            values, probabilities = system.label_rule()
+            labels = (pairs, np.array(values, dtype=float).reshape(len(pairs), len(probabilities)))
             groups = []
             for point in self.generic_points(params, rng):
-                found = envelope_symmetries(self.envelope_at(point), L, r, t, rng)
+                found = envelope_symmetries(self.envelope_at(point), L, r, t, rng, labels=labels)
                 if found is not None:  # None: M is not finite there (overlaps out of range)
                     groups.append(set(found))
             group = sorted(set.intersection(*groups), key=repr) if groups else []
-            self._folds[pattern] = fold_nodes(self.nodes, self.weights, group, r, t)
+            self._folds[pattern] = fold_nodes(self.nodes, self.weights, group, r, t, pairs)
         return self._folds[pattern]
 
     @staticmethod
@@ -580,7 +583,7 @@ class SaddlePointSolver:
         if not (self.settings.line_correction and isinstance(rule, GaussHermite)):
             return 0.0
         if self._lines is None:
-            self._lines = LineCorrection(self.nodes, self.weights, rule.order)
+            self._lines = LineCorrection(self.nodes, self.weights, rule.order, gaussian=self.compiled.dimension)
         point = self.kernel_point(params)
         return self._lines(z, values, lambda nodes, starts: self.prox_from(nodes, point, starts)[:2])
 

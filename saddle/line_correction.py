@@ -60,6 +60,7 @@ class LineCorrection:
     weights: np.ndarray
     order: int
     axis: int = 0
+    gaussian: int | None = None  # the Gaussian rows of the nodes (the rest: label nodes); None: all
     flag_ratio: float = 0.03
     min_weight: float = 1e-5
     step: float = 1e-3  # central differences of M* along the axis
@@ -75,15 +76,30 @@ class LineCorrection:
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Indices ``(i, j)`` of nodes adjacent along ``axis`` (``j`` the next one up)."""
         x, _ = self._line
-        index = np.searchsorted(x, self.nodes - 1e-9)
-        if not np.allclose(x[np.clip(index, 0, x.size - 1)], self.nodes, atol=1e-9, rtol=0):
+        gaussian = self.nodes[: self.gaussian]
+        index = np.searchsorted(x, gaussian - 1e-9)
+        if not np.allclose(x[np.clip(index, 0, x.size - 1)], gaussian, atol=1e-9, rtol=0):
             raise ValueError("the nodes are not a tensor Gauss-Hermite grid of this order")
+        # a line runs along the axis at fixed other coordinates, label nodes included
+        index = np.concatenate([index, np.round(self.nodes[gaussian.shape[0] :] * 1e6).astype(index.dtype)])
         position = {tuple(column): n for n, column in enumerate(index.T)}
         shifted = index.copy()
         shifted[self.axis] += 1
         j = np.array([position.get(tuple(column), -1) for column in shifted.T])
         i = np.nonzero(j >= 0)[0]
         return i, j[i]
+
+    @cached_property
+    def label_shares(self) -> np.ndarray:
+        """The probability of each node's label configuration (its weight over the product of its
+        Gaussian coordinates' one-dimensional weights); ones without label nodes. The flagging threshold
+        ``min_weight`` applies to the Gaussian weight of a line, whatever its configuration's probability."""
+        gaussian = self.nodes[: self.gaussian]
+        if gaussian.shape[0] == self.nodes.shape[0]:
+            return np.ones(self.nodes.shape[1])
+        x, w = self._line
+        index = np.clip(np.searchsorted(x, gaussian - 1e-9), 0, x.size - 1)
+        return self.weights / np.prod(w[index], axis=0)
 
     def outer_weights(self, i: np.ndarray) -> np.ndarray:
         """Weight of the line through node ``i`` (its weight without the ``axis`` factor)."""
@@ -101,7 +117,7 @@ class LineCorrection:
         chord = z[:, j] - z[:, i]
         mismatch = np.abs(chord - 0.5 * (t_j - t_i) * (slope[:, i] + slope[:, j])).max(axis=0)
         suspicious = mismatch > self.flag_ratio * np.maximum(np.abs(chord).max(axis=0), 1e-3)
-        weight = self.outer_weights(i) * np.maximum(_gaussian(t_i), _gaussian(t_j)) * (t_j - t_i)
+        weight = self.outer_weights(i) / self.label_shares[i] * np.maximum(_gaussian(t_i), _gaussian(t_j)) * (t_j - t_i)
         keep = suspicious & (weight >= self.min_weight)
         return i[keep], j[keep]
 

@@ -218,6 +218,30 @@ def _sobol(log2_points: int, dimension: int, seed: int) -> tuple[np.ndarray, np.
 QuadratureRule = GaussHermite | ScrambledSobol
 
 
+def with_labels(
+    nodes: np.ndarray,
+    weights: np.ndarray,
+    labels: tuple[tuple[float, ...], ...],
+    probabilities: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The product of a Gaussian rule ``(nodes (D, N), weights (N,))`` with a discrete law: ``K``
+    configurations of the label nodes (``labels``: one tuple of ``K`` values per label node) with
+    ``probabilities``. The nodes are ``(D + len(labels), K N)``, configuration-major, the weights the
+    products, summing to one. Without label nodes the rule is returned as it is."""
+    if not labels:
+        return nodes, weights
+    values = np.asarray(labels, dtype=float)
+    chance = np.asarray(probabilities, dtype=float)
+    n = weights.size
+    gaussian = np.tile(nodes, (1, chance.size))
+    discrete = np.repeat(values, n, axis=1)
+    combined = np.ascontiguousarray(np.concatenate([gaussian, discrete]))
+    product_weights = (chance[:, None] * weights[None, :]).ravel()
+    combined.setflags(write=False)
+    product_weights.setflags(write=False)
+    return combined, product_weights
+
+
 def make_rule(kind: str, order: int, seed: int = 0) -> QuadratureRule:
     """Build a rule by name: ``gauss-hermite`` (``order`` points per dimension, :data:`GAUSS_HERMITE_ORDER`)
     or ``sobol`` (``2**order`` points scrambled with ``seed``, :data:`SOBOL_LOG2_POINTS`)."""

@@ -36,8 +36,12 @@ class SignedTokenPermutation:
     sign_eta: int
     sign_z: int
 
-    def node_map(self, r: int, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """Indices and signs with ``(g n)[i] = sign[i] * n[index[i]]`` for token-major nodes."""
+    def node_map(
+        self, r: int, t: int, labels: tuple[tuple[int, int], ...] = ()
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Indices and signs with ``(g n)[i] = sign[i] * n[index[i]]`` for token-major nodes, followed by
+        the label indicators ``labels`` (token and cluster of each: the permutation moves a token's
+        label with it); ``None`` if a permuted indicator is none of ``labels``."""
         L = len(self.permutation)
         index, sign = [], []
         for width, offset, s in ((r, 0, self.sign_xi), (t, L * r, self.sign_eta)):
@@ -45,6 +49,11 @@ class SignedTokenPermutation:
                 source = self.permutation[l]
                 index += [offset + source * width + i for i in range(width)]
                 sign += [s] * width
+        for token, cluster in labels:
+            if (self.permutation[token], cluster) not in labels:
+                return None
+            index.append(L * (r + t) + labels.index((self.permutation[token], cluster)))
+            sign.append(1)
         return np.array(index), np.array(sign, dtype=float)
 
     def z_map(self, r: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,22 +83,31 @@ def envelope_symmetries(
     t: int,
     rng: np.random.Generator,
     samples: int = 8,
+    labels: tuple[tuple[tuple[int, int], ...], np.ndarray] = ((), np.zeros((0, 1))),
 ) -> list[SignedTokenPermutation] | None:
     """The candidates ``g`` with ``M(g z; g n) = M(z; n)`` at ``samples`` random points
     (``None`` if ``M`` is not finite there).
 
     ``envelope(z (k, S), nodes (D, S)) -> M (S,)`` at the order parameters of interest. The
-    candidates form a group and the invariances of ``M`` among them a subgroup.
+    candidates form a group and the invariances of ``M`` among them a subgroup. ``labels``: the
+    token and cluster of each label indicator and their values ``(indicators, K)`` in the ``K``
+    configurations of the label law, of which each random point takes one.
     """
+    pairs, configurations = labels
     D, k = L * (r + t), L * r
-    nodes = rng.standard_normal((D, samples))
+    gaussian = rng.standard_normal((D, samples))
+    chosen = configurations[:, rng.integers(configurations.shape[1], size=samples)] if pairs else np.zeros((0, samples))
+    nodes = np.concatenate([gaussian, chosen])
     z = rng.standard_normal((k, samples))
     base = envelope(z, nodes)
     if not np.all(np.isfinite(base)):
         return None
     found = []
     for g in candidates(L):
-        n_index, n_sign = g.node_map(r, t)
+        mapped = g.node_map(r, t, pairs)
+        if mapped is None:
+            continue
+        n_index, n_sign = mapped
         z_index, z_sign = g.z_map(r)
         moved = envelope(z_sign[:, None] * z[z_index], n_sign[:, None] * nodes[n_index])
         if np.all(np.abs(moved - base) <= INVARIANCE_TOLERANCE * (1.0 + np.abs(base))):
@@ -156,10 +174,16 @@ class NodeLookup:
 
 
 def fold_nodes(
-    nodes: np.ndarray, weights: np.ndarray, group: list[SignedTokenPermutation], r: int, t: int
+    nodes: np.ndarray,
+    weights: np.ndarray,
+    group: list[SignedTokenPermutation],
+    r: int,
+    t: int,
+    labels: tuple[tuple[int, int], ...] = (),
 ) -> Fold | None:
     """The fold of a rule under ``group``, or ``None`` if the rule is not invariant under it
-    (some image of a node is not a node of equal weight) or the group is trivial."""
+    (some image of a node is not a node of equal weight) or the group is trivial. ``labels``: the
+    token and cluster of each label indicator, the nodes after the Gaussian ones."""
     group = [g for g in group if not g.is_identity]
     if not group:
         return None
@@ -167,7 +191,10 @@ def fold_nodes(
     lookup = NodeLookup(nodes)
     maps = []
     for g in group:
-        n_index, n_sign = g.node_map(r, t)
+        mapped = g.node_map(r, t, labels)
+        if mapped is None:
+            return None
+        n_index, n_sign = mapped
         target = lookup.indices(n_sign[:, None] * nodes[n_index])
         if np.any(target < 0) or not np.allclose(weights[target], weights, rtol=1e-9, atol=0):
             return None

@@ -189,8 +189,9 @@ def test_the_simulation_api_and_command_give_identical_runs(tmp_path, api_scan):
 
 
 def test_the_simulator_trains_another_declaration_and_measures_its_order_parameters():
-    """Three tokens, two positional directions, two covariance classes: the runs carry the theory's
-    reduced order parameters by name (the simulator is built from the declaration)."""
+    """Three tokens, two positional directions, a token of twice the others' covariance (one family of
+    ``q, theta``): the runs carry the theory's reduced order parameters by name (the simulator is built
+    from the declaration)."""
     from attnphase.experiments.simulation import SimulationSettings, simulate
 
     model = ap.AttentionModel(
@@ -202,7 +203,7 @@ def test_the_simulator_trains_another_declaration_and_measures_its_order_paramet
     )
     runs = simulate(SimulationSettings(model=model, d=8, alphas=(1.0,), seeds=1, n_test=50, max_steps=50))
     measured = [e.name for e in ap.derive(model).entries if e.family != "V"]
-    assert measured == ["q_1", "q_2", "m_1", "m_2", "theta_1", "theta_2"]
+    assert measured == ["q", "m_1", "m_2", "theta"]
     assert list(runs.columns[8 : 8 + len(measured)]) == measured and runs[measured].notna().all().all()
 
 

@@ -250,7 +250,8 @@ def test_symmetry_reduction_and_free_entropy_sections(case):
         assert r"\hat{q} &= - 2 \alpha \mathbb{E}_{\xi,\eta}\left[" in source
     if name == "three_tokens":
         # per-token parameters carry the token as a superscript when the reduced ones are indexed
-        assert "m^(3) = -m_1 - m_2" in plain and "q^(3) = q_2" in plain and "q^(2) = q_1" in plain
+        # token 3's covariance is twice the others': its q is theirs, doubled
+        assert "m^(3) = -m_1 - m_2" in plain and "q_3 = gamma_1_2*q/gamma_1_1" in plain and "q_2 = q" in plain
     if name == "rank_two":
         assert "q^(2)_1_2 = q_1_2" in plain and "m^(2)_2 = -m_2" in plain
     per_token_entries = sum(

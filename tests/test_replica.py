@@ -473,11 +473,14 @@ def test_three_token_declaration_has_one_m_per_positional_direction():
 
 
 def test_two_covariance_classes_get_separate_parameters_and_sec3_entropic_potential():
-    """Sec. 3: tokens with different spectra (gamma = 0.25, 0.5) get separate q, V, theta; Psi_w is
-    ``1/2 [gamma_1 qhat_1 + gamma_2 qhat_2 + (gamma_1 thetahat_1 + gamma_2 thetahat_2)^2 + mhat^2]
-    / (lambda + gamma_1 Vhat_1 + gamma_2 Vhat_2)`` and ``rho_c = gamma_c``."""
+    """Sec. 3: tokens with independent spectra (two atoms of share 1/2, gamma = (0.25, 0.5) and
+    (0.5, 0.25)) get separate q, V, theta; Psi_w sums over the atoms
+    ``w_a/2 [g_a1 qhat_1 + g_a2 qhat_2 + (g_a1 thetahat_1 + g_a2 thetahat_2)^2] / (lambda + A_a)``, with
+    ``A_a = g_a1 Vhat_1 + g_a2 Vhat_2``, plus ``mhat^2 / (2 (lambda + A_1))`` for the encoding in atom 1;
+    ``rho_c = sum_a w_a g_ac``."""
+    gamma = ((0.25, 0.5), (0.5, 0.25))
     model = AttentionModel(
-        tokens=GaussianTokens(variances=((0.25, 0.5),)),
+        tokens=GaussianTokens(variances=gamma, weights=(0.5, 0.5)),
         positions=PositionalEncodings(coefficients=((1.0,), (-1.0,))),
         teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.4), (0.4, 0.6))),
         student=DotProductAttention(),
@@ -490,21 +493,50 @@ def test_two_covariance_classes_get_separate_parameters_and_sec3_entropic_potent
     assert system.per_token["q_1"] == s["q_1"] and system.per_token["q_2"] == s["q_2"]
     assert system.per_token["V_2"] == s["V_2"] and system.per_token["theta_2"] == s["theta_2"]
 
-    g1, g2, lam = 0.25, 0.5, 0.01
+    lam = 0.01
     rng = np.random.default_rng(37)
     consts = constants_by_name(system)
     for _ in range(4):
         c = random_conjugates(rng, system)
-        numerator = (
-            g1 * c["qhat_1"] + g2 * c["qhat_2"] + (g1 * c["thetahat_1"] + g2 * c["thetahat_2"]) ** 2 + c["mhat"] ** 2
-        )
-        denominator = lam + g1 * c["Vhat_1"] + g2 * c["Vhat_2"]
-        got = evaluate(system.entropic_potential, {**c, **consts})
-        assert got == pytest.approx(0.5 * numerator / denominator, rel=1e-12)
-        # V_c = 2 dPsi_w/dqhat_c = gamma_c/(lambda + A)
-        assert evaluate(system.order_updates[s["V_2"]], {**c, **consts}) == pytest.approx(g2 / denominator, rel=1e-12)
-    # rho_c = gamma_c: the teacher field of token 2 has variance 0.5 (sec. 2)
+        potential, response = 0.0, 0.0
+        for a, (g1, g2) in enumerate(gamma):
+            denominator = lam + g1 * c["Vhat_1"] + g2 * c["Vhat_2"]
+            spread = g1 * c["qhat_1"] + g2 * c["qhat_2"] + (g1 * c["thetahat_1"] + g2 * c["thetahat_2"]) ** 2
+            potential += 0.5 * (0.5 * spread + (c["mhat"] ** 2 if a == 0 else 0.0)) / denominator
+            response += 0.5 * g2 / denominator  # V_2 = 2 dPsi_w/dqhat_2
+        assert evaluate(system.entropic_potential, {**c, **consts}) == pytest.approx(potential, rel=1e-12)
+        assert evaluate(system.order_updates[s["V_2"]], {**c, **consts}) == pytest.approx(response, rel=1e-12)
+    # rho_c = sum_a w_a gamma_ac = 0.375: the variance of the teacher field of token 2 (sec. 2)
     point = {"q_1": 0.1, "q_2": 0.2, "V_1": 1.0, "V_2": 1.0, "theta_1": 0.05, "theta_2": 0.1, "m": 0.2}
+    h2 = system.teacher_fields[1, 0]
+    (variance,) = gauss_hermite_expectation(system, [h2**2], point)
+    assert variance == pytest.approx(0.375, rel=1e-9)
+
+
+def test_proportional_covariances_share_their_order_parameters():
+    """Sec. 2: in one atom, a token of variance 0.5 next to one of 0.25 has ``Sigma_2 = 2 Sigma_1``, so
+    ``q_2 = 2 q_1``, ``theta_2 = 2 theta_1``, ``V_2 = 2 V_1``: one family of order parameters, whose
+    conjugates the entropic potential determines (its Hessian in them is regular), and a teacher field of
+    variance ``rho_2 = 0.5``."""
+    model = AttentionModel(
+        tokens=GaussianTokens(variances=((0.25, 0.5),)),
+        positions=PositionalEncodings(coefficients=((1.0,), (-1.0,))),
+        teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.4), (0.4, 0.6))),
+        student=DotProductAttention(),
+        regulariser=Ridge(0.01),
+    )
+    system = derive(model)
+    assert [e.name for e in system.entries] == ["q", "m", "V", "theta"]
+    s = symbols_by_name(system)
+    consts = constants_by_name(system)
+    for family in ("q", "V", "theta"):
+        assert evaluate(system.per_token[f"{family}_2"] / s[family], consts) == pytest.approx(2.0, rel=1e-14)
+    rng = np.random.default_rng(41)
+    for _ in range(3):
+        c = random_conjugates(rng, system)
+        values = {s[k]: v for k, v in {**c, **consts}.items()}
+        assert abs(float(system.entropic_hessian.xreplace(values).det())) > 1e-9
+    point = {"q": 0.1, "V": 1.0, "theta": 0.05, "m": 0.2}
     h2 = system.teacher_fields[1, 0]
     (variance,) = gauss_hermite_expectation(system, [h2**2], point)
     assert variance == pytest.approx(0.5, rel=1e-9)

@@ -430,7 +430,7 @@ API_PROBE = [
     (lambda: ap.PositionalEncodings(coefficients=((nan,), (-1.0,))), ValueError, "coefficients must be"),
     (lambda: ap.PositionalEncodings(coefficients=((inf,), (-1.0,))), ValueError, "coefficients must be"),
     (lambda: _model(rank=1.5), TypeError, "rank must be an integer in [1, 4]; got 1.5"),
-    (lambda: _model(tokens=None), TypeError, "tokens must be a GaussianTokens; got None"),
+    (lambda: _model(tokens=None), TypeError, "tokens must be a GaussianTokens or GaussianMixtureTokens; got None"),
     (lambda: ap.GaussHermite(1000), ValueError, "Gauss-Hermite order must be an integer in [2, 64]; got 1000"),
     (lambda: ap.ScrambledSobol(seed=-1), ValueError, "seed must be an integer in [0, 4294967295]; got -1"),
     (lambda: SolverSettings(tolerance=-1), ValueError, "tolerance must be in (0, 0.001]; got -1"),
