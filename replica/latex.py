@@ -158,6 +158,13 @@ SECTIONS: tuple[Section, ...] = (
         "per-token order parameters in terms of the reduced ones (THEORY.md sec. 2, 6)",
     ),
     Section(
+        "labels",
+        "Cluster labels",
+        "mixture tokens: s_l_j = 1 if token l is in cluster j, else 0, with the labels (c_1, ..., c_L) drawn "
+        "from their joint law, whose configurations are listed; every expectation below runs over the labels "
+        "too (THEORY.md sec. 8)",
+    ),
+    Section(
         "fields",
         "Fields",
         "student cavity field omega_l and teacher field h*_l; xi_l ~ N(0, I_r), eta_l ~ N(0, I_t) "
@@ -443,6 +450,18 @@ def _symmetry_reduction(system: ReplicaSystem, names: _Names) -> list[Equation]:
     return equations
 
 
+def _label_law(system: ReplicaSystem, names: _Names) -> list[Equation]:
+    """The probability of each label configuration of a mixture (none for Gaussian tokens)."""
+    if not system.labels.symbols:
+        return []
+    equations = []
+    for labels, probability in system.model.tokens.configurations():
+        shown = ", ".join(str(c + 1) for c in labels)
+        lhs = names.symbol(f"P(c = ({shown}))", rf"P\left(c = ({shown})\right)")
+        equations.append(Equation("labels", lhs, sp.Float(probability, 15)))
+    return equations
+
+
 def _token_responses(system: ReplicaSystem) -> list[sp.Expr | sp.Matrix]:
     """The response ``V_l`` of each token, in the reduced parameters (its class's, or for mixture tokens
     the selection by the token's label indicators)."""
@@ -459,6 +478,7 @@ def build_document(system: ReplicaSystem) -> EquationsDocument:
     nodes = system.nodes[: system.gaussian_dimension]
     names = _Names()
     equations = _symmetry_reduction(system, names)
+    equations += _label_law(system, names)
 
     # ---- 2. fields (THEORY.md sec. 2)
     omega = names.matrix(L, r, "omega", r"\omega", single=r == 1)

@@ -107,17 +107,31 @@ CORRELATION = Interval(-1.0, 1.0, low_open=True, high_open=True)
 
 
 def _mixture(
-    omega: float, sigma_1: float, sigma_2: float, mean: float, correlation: float, lam: float, A: Value
+    omega: float,
+    sigma_1: float,
+    sigma_2: float,
+    mean: float,
+    share_1: float,
+    correlation: float,
+    lam: float,
+    A: Value,
 ) -> AttentionModel:
     s1, s2 = SIGMA.check(sigma_1, "sigma_1") ** 2, SIGMA.check(sigma_2, "sigma_2") ** 2
-    same = (1.0 + CORRELATION.check(correlation, "correlation")) / 4
+    share = SHARE.check(share_1, "share_1")
+    c = CORRELATION.check(correlation, "correlation")
+    # each token in cluster 1 with probability share, the two labels with correlation c
+    cross = share * (1.0 - share) * (1.0 - c)
+    both_first, both_second = share - cross, 1.0 - share - cross
+    lowest = -min(share / (1.0 - share), (1.0 - share) / share)
+    if min(both_first, both_second) <= 0.0:
+        raise DeclarationError(f"correlation must be above {lowest:g} at share_1 = {share:g}; got {c:g}")
     return replace(
         paper_model(omega, 0.5, lam, A),
         tokens=GaussianMixtureTokens(
             variances=((s1, s2), (s2, s1)),
             weights=(0.5, 0.5),
             means=((0.0, mean), (0.0, -mean)),
-            label_law=(((0, 0), same), ((0, 1), 0.5 - same), ((1, 0), 0.5 - same), ((1, 1), same)),
+            label_law=(((0, 0), both_first), ((0, 1), cross), ((1, 0), cross), ((1, 1), both_second)),
         ),
         positions=PositionalEncodings(coefficients=((1.0, 0.0), (-1.0, 0.0))),
     )
@@ -206,13 +220,14 @@ VARIANTS: dict[str, Variant] = {
             "mixture",
             "the paper's instance with Gaussian-mixture tokens (THEORY.md sec. 8): two clusters of means "
             "+-mean u_2 (u_2 orthogonal to p_1 = -p_2 = u_1), cluster 1 of variance sigma_1^2 on half of the "
-            "directions and sigma_2^2 on the other half, cluster 2 the reverse; each token's cluster is uniform, "
-            "and the two tokens' clusters have the given correlation",
+            "directions and sigma_2^2 on the other half, cluster 2 the reverse; each token in cluster 1 with "
+            "probability share_1, the two tokens' labels with the given correlation",
             (
                 OMEGA_,
                 Parameter("sigma_1", 0.4, "standard deviation of cluster 1 in the first half of the directions"),
                 Parameter("sigma_2", 0.6, "standard deviation of cluster 1 in the second half (cluster 2: swapped)"),
                 Parameter("mean", 0.5, "norm of the cluster means +-mean u_2"),
+                Parameter("share_1", 0.6, "probability of cluster 1 for each token, in (0, 1)"),
                 Parameter("correlation", 0.5, "correlation of the two tokens' cluster labels, in (-1, 1)"),
                 LAMBDA_,
                 A2,

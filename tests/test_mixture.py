@@ -20,7 +20,8 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import derive
 from attnphase.replica.variants import variant
-from attnphase.saddle.quadrature import GaussHermite, with_labels
+from attnphase.saddle.fixed_point import SolverSettings
+from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol, with_labels
 from attnphase.saddle.scan import make_solver
 
 TWO_CLUSTERS = {
@@ -79,7 +80,7 @@ def test_labels_are_nodes_with_the_law_as_weights():
     assert [s.name for s in system.labels.symbols] == ["s_1_1", "s_1_2", "s_2_1", "s_2_2"]
     assert system.gaussian_dimension == 4 and len(system.nodes) == 8
     values, probabilities = system.label_rule()
-    assert probabilities == (0.375, 0.125, 0.125, 0.375)
+    assert probabilities == pytest.approx((0.48, 0.12, 0.12, 0.28), rel=1e-12)  # share_1 0.6, correlation 0.5
     assert values[1] == (0.0, 0.0, 1.0, 1.0)  # token 1 in cluster 2 in the last two configurations
     nodes, weights = with_labels(*GaussHermite(4, prune=0.0).nodes(4), values, probabilities)
     assert nodes.shape == (8, 4 * 4**4) and weights.sum() == pytest.approx(1.0, rel=1e-14)
@@ -139,7 +140,7 @@ def test_one_label_configuration_is_tokens_with_their_clusters_covariances():
 
 
 def test_the_simulator_draws_labels_from_the_law_and_tokens_from_their_clusters():
-    model = variant("mixture").model({"correlation": -0.5})
+    model = variant("mixture").model({"correlation": -0.5, "share_1": 0.5})
     finite = FiniteModel(model, 64)
     labels, x = finite.labelled_tokens(torch.Generator().manual_seed(5), 20000)
     assert float((labels[:, 0] == labels[:, 1]).double().mean()) == pytest.approx((1 - 0.5) / 2, abs=0.015)
@@ -154,3 +155,31 @@ def test_the_simulator_draws_labels_from_the_law_and_tokens_from_their_clusters(
         assert float(noise[:, first_half].var()) == pytest.approx(inside, rel=0.03)
         assert float(noise[:, second_half].var()) == pytest.approx(outside, rel=0.03)
     assert finite.measured_names() == ("q_1", "q_2", "m_1", "m_2", "theta_1", "theta_2")
+
+
+def test_a_relabelling_symmetric_mixture_converges_on_a_rule_without_nodes_on_its_ties():
+    """Equally likely clusters with swapped spectra: at the agnostic point the two clusters are
+    interchangeable, so in the mixed label configurations the prox is degenerate (two minimisers swapped
+    by the tokens' exchange) on the nodes with ``xi_1 = xi_2``, which a tensor rule holds; which one a
+    node keeps decides ``qhat_1 - qhat_2``, so the map jumps across ``q_1 = q_2`` and the point is reported
+    unconverged there. Scrambled Sobol points lie on no such surface: the point converges, symmetric."""
+    model = variant("mixture").model({"share_1": 0.5})
+    rule = ScrambledSobol(13, 0)
+    solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
+    point = solver.anchor(1.0, solver.branch("agnostic"))
+    assert point.residual < 1e-8 and point.branch == "agnostic"
+    values = dict(zip(point.names, point.values, strict=True))
+    assert values["q_1"] == pytest.approx(values["q_2"], rel=1e-4)
+
+
+def test_the_equations_of_a_mixture_list_its_label_law():
+    document = derive(variant("mixture").model()).equations_document()
+    assert [str(eq.lhs) for eq in document.section("labels")] == [
+        "P(c = (1, 1))",
+        "P(c = (1, 2))",
+        "P(c = (2, 1))",
+        "P(c = (2, 2))",
+    ]
+    assert [float(eq.rhs) for eq in document.section("labels")] == pytest.approx([0.48, 0.12, 0.12, 0.28])
+    assert r"P\left(c = (2, 1)\right) &= 0.12" in document.latex()
+    assert not derive(paper_model()).equations_document().section("labels")

@@ -34,6 +34,7 @@ VARIANTS = {
     "spectrum": (SMOOTH, 20),
     "elastic-net": (PROXIMAL, 20),
     "l1": (PROXIMAL, 20),
+    "mixture": (SMOOTH, 20),
 }
 
 
