@@ -1,9 +1,10 @@
 """Correlated tokens: each token from a two-cluster Gaussian mixture (cluster 1 with probability 0.6),
-the clusters' labels drawn jointly (correlation 0.5 between the two tokens), means +-0.5 u_2 orthogonal to the encodings p_1 = -p_2 = u_1,
-and swapped covariance spectra (cluster 1: variance 0.16 on half of the directions and 0.36 on the
-other half; cluster 2 the reverse). Psi_out is the exact sum over the four label configurations
-(THEORY.md sec. 8); q, V, theta are per cluster. Declared, derived, scanned, simulated from the same
-declaration, plotted. Run: python examples/mixture.py (a few minutes on two cores)."""
+the clusters' labels drawn jointly (correlation 0.5 between the two tokens), means +-0.5 u_2
+orthogonal to the encodings p_1 = -p_2 = u_1, and swapped covariance spectra (cluster 1: variance
+0.16 on half of the directions and 0.36 on the other half; cluster 2 the reverse). Psi_out is the
+exact sum over the four label configurations (THEORY.md sec. 8); q, V, theta are per cluster.
+Declared, derived, scanned, simulated from the same declaration, plotted.
+Run: python examples/mixture.py (a few minutes on two cores)."""
 
 import attnphase as ap
 

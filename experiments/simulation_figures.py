@@ -40,6 +40,11 @@ def training_loss_gap(simulations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"gap": gap.mean(), "gap_se": gap.sem(), "runs": gap.size()}).reset_index()
 
 
+def _lone_point(points: pd.DataFrame | pd.Series) -> dict[str, object]:
+    """A wide bar marker for a theory curve of one point (a line through one point is not drawn)."""
+    return {"marker": "_", "markersize": 16, "markeredgewidth": 2} if len(points) == 1 else {}
+
+
 def simulation_figure(
     simulations: pd.DataFrame, branches: pd.DataFrame, thresholds: pd.Series | None, model: AttentionModel
 ) -> Figure:
@@ -56,12 +61,18 @@ def simulation_figure(
     line_styles = ("-", "--", ":", "-.")
     for branch, group in theory.groupby("branch", sort=False):
         color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
-        ax_test.plot(group["alpha"], group["test_error"], color=color, label=f"theory ({branch})")
-        ax_train.plot(group["alpha"], group["train_loss"], color=color, label=f"theory ({branch})")
+        lone = _lone_point(group)
+        ax_test.plot(group["alpha"], group["test_error"], color=color, label=f"theory ({branch})", **lone)
+        ax_train.plot(group["alpha"], group["train_loss"], color=color, label=f"theory ({branch})", **lone)
         if branch != model.labels.none:
             for column, style in zip(overlaps, line_styles, strict=False):
                 ax_overlap.plot(
-                    group["alpha"], group[column], color=color, linestyle=style, label=f"{column} theory ({branch})"
+                    group["alpha"],
+                    group[column],
+                    color=color,
+                    linestyle=style,
+                    label=f"{column} theory ({branch})",
+                    **lone,
                 )
     for init, group in summary.groupby("init", sort=False):
         style = INIT_STYLE.get(init, {"color": "k", "marker": "."})
@@ -85,7 +96,7 @@ def simulation_figure(
     pivot = theory.pivot_table(index="alpha", columns="branch", values="train_loss")
     if {low, high} <= set(pivot.columns):
         gap = (pivot[high] - pivot[low]).dropna()
-        ax_gap.plot(gap.index, gap.values, color="k", label="theory")
+        ax_gap.plot(gap.index, gap.values, color="k", label="theory", **_lone_point(gap))
     simulated_gap = training_loss_gap(simulations)
     if not simulated_gap.empty:
         ax_gap.errorbar(

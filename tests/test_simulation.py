@@ -259,3 +259,36 @@ def test_elastic_net_simulations_agree_with_the_theory():
     theory = make_solver(NET).anchor(2.0, SEMANTIC).row()
     assert theory["converged"] and theory["branch"] == "semantic"
     assert_runs_agree(runs, theory, ("theta", "q"))
+
+
+def test_a_theory_point_alone_is_drawn_as_a_bar():
+    """At a single alpha each branch's theory is one point, which a line would not show: it is a bar."""
+    from attnphase.experiments.simulation_figures import simulation_figure
+
+    branches = pd.DataFrame(
+        {
+            "alpha": [0.8, 0.8],
+            "branch": ["positional", "semantic"],
+            "converged": [True, True],
+            "train_loss": [0.00183, 0.00201],
+            "test_error": [0.00363, 0.00366],
+            "m": [0.24, 0.0],
+            "theta": [0.0, 0.07],
+        }
+    )
+    runs = pd.DataFrame(
+        {
+            "alpha": [0.8] * 2,
+            "d": [400] * 2,
+            "init": ["positional"] * 2,
+            "seed": [0, 1],
+            "train_loss": [0.0018, 0.0019],
+            "test_error": [0.0036, 0.0037],
+            "m": [0.25, 0.24],
+            "theta": [0.01, -0.01],
+        }
+    )
+    fig = simulation_figure(runs, branches, None, paper_model())
+    test_axis = fig.axes[0]
+    theory = [line for line in test_axis.get_lines() if str(line.get_label()).startswith("theory")]
+    assert len(theory) == 2 and all(line.get_marker() == "_" for line in theory)
