@@ -37,6 +37,7 @@ from attnphase.replica.latex import (  # noqa: E402
     latex,
 )
 from attnphase.replica.saddle_equations import derive  # noqa: E402
+from attnphase.replica.variants import variant
 
 
 def three_token_model() -> AttentionModel:
@@ -63,7 +64,17 @@ def rank_two_model() -> AttentionModel:
     )
 
 
-MODELS = {"paper": paper_model, "three_tokens": three_token_model, "rank_two": rank_two_model}
+def mixture_model():
+    """The shipped mixture: two clusters, four label configurations, a cluster-mean direction."""
+    return variant("mixture").model()
+
+
+MODELS = {
+    "paper": paper_model,
+    "three_tokens": three_token_model,
+    "rank_two": rank_two_model,
+    "mixture": mixture_model,
+}
 
 
 @pytest.fixture(scope="module", params=list(MODELS))
@@ -77,10 +88,15 @@ def case(request):
 
 def random_point(system, rng: np.random.Generator) -> dict[sp.Symbol, float]:
     """Nodes, prox variables, constants and an admissible point of the reduced parameters:
-    ``q_c, V_c`` positive definite and ``rho_c - theta_c q_c^{-1} theta_c^T > 0`` (THEORY.md sec. 2)."""
+    ``q_c, V_c`` positive definite and ``rho_c - theta_c q_c^{-1} theta_c^T > 0`` (THEORY.md sec. 2); the
+    label nodes of a mixture at one of its configurations, drawn from the label law."""
     par = system.parameters
     values = {s: float(v) for s, v in system.constant_values().items()}
-    values |= {s: float(x) for s, x in zip(system.nodes, rng.normal(size=len(system.nodes)), strict=True)}
+    gaussian = system.nodes[: system.gaussian_dimension]
+    values |= {s: float(x) for s, x in zip(gaussian, rng.normal(size=len(gaussian)), strict=True)}
+    indicators, probabilities = system.label_rule()
+    chosen = rng.choice(len(probabilities), p=probabilities)
+    values |= {s: row[chosen] for s, row in zip(system.labels.symbols, indicators, strict=True)}
     values |= {s: float(x) for s, x in zip(system.z, 0.8 * rng.normal(size=len(system.z)), strict=True)}
     r, t = system.model.rank, system.model.teacher_rank
 
@@ -163,12 +179,14 @@ def test_text_and_latex_contain_each_section_in_order(case):
     _, system, document = case
     source, plain = system.latex(), document.text()
     assert source == document.latex()
-    assert [s.key for s in document.sections] == [s.key for s in SECTIONS]
-    positions_latex = [source.index(f"% {i}. {s.title}:") for i, s in enumerate(SECTIONS, 1)]
-    positions_text = [plain.index(f"# {i}. {s.title}\n") for i, s in enumerate(SECTIONS, 1)]
+    # every section but the cluster labels, which only a mixture of tokens has
+    expected = [s for s in SECTIONS if s.key != "labels" or system.labels.symbols]
+    assert [s.key for s in document.sections] == [s.key for s in expected]
+    positions_latex = [source.index(f"% {i}. {s.title}:") for i, s in enumerate(expected, 1)]
+    positions_text = [plain.index(f"# {i}. {s.title}\n") for i, s in enumerate(expected, 1)]
     assert positions_latex == sorted(positions_latex) and positions_text == sorted(positions_text)
-    assert source.count(r"\begin{align*}") == source.count(r"\end{align*}") == len(SECTIONS)
-    for section in SECTIONS:
+    assert source.count(r"\begin{align*}") == source.count(r"\end{align*}") == len(expected)
+    for section in expected:
         for equation in document.section(section.key):
             lhs, rhs = document.latex_pair(equation)
             assert f"{lhs} &= {rhs}" in source
