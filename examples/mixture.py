@@ -4,7 +4,7 @@ orthogonal to the encodings p_1 = -p_2 = u_1, and swapped covariance spectra (cl
 0.16 on half of the directions and 0.36 on the other half; cluster 2 the reverse). Psi_out is the
 exact sum over the four label configurations (THEORY.md sec. 8); q, V, theta are per cluster.
 Declared, derived, scanned, simulated from the same declaration, plotted.
-Run: python examples/mixture.py (a few minutes on two cores)."""
+Run: python examples/mixture.py (about two minutes on two cores)."""
 
 import attnphase as ap
 
