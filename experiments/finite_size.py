@@ -4,8 +4,11 @@ At fixed ``alpha`` (default 1.5) and ``omega`` (default 0.3; THEORY.md sec. 11 l
 authors' finite-size runs), each informed initialisation is trained with L-BFGS at several ``d``
 (``n = round(alpha d)`` samples, THEORY.md sec. 6) and its averages over seeds are set against the
 theory's branch that initialisation leads to (THEORY.md sec. 5): positional init against the
-positional branch (``eps_t``, ``eps_g``, ``|m|``), semantic init against the semantic branch
-(``eps_t``, ``eps_g``, ``theta``). The gap ``|mean_sim - theory|`` is fitted by a power law::
+branch on which ``m`` alone is non-zero (the paper's positional branch; ``eps_t``, ``eps_g``, ``|m|``),
+semantic init against the one on which ``theta`` alone is (the semantic branch; ``eps_t``, ``eps_g``,
+``|theta|``). For a declaration with several entries in a family (ranks, directions, clusters) the
+overlap is the family's norm (:func:`~attnphase.experiments.simulation.family_norms`). The gap
+``|mean_sim - theory|`` is fitted by a power law::
 
     gap(d) ~= C d^(-rate),    log gap = log C - rate log d    (ordinary least squares),
 
@@ -28,7 +31,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.parsing import parse_alphas, parse_dims
-from attnphase.experiments.simulation import SimulationSettings, require_paper_overlaps, simulate_to
+from attnphase.experiments.simulation import (
+    FAMILY_OF_INIT,
+    SimulationSettings,
+    family_labels,
+    family_norms,
+    require_both_families,
+    simulate_to,
+)
 from attnphase.experiments.simulation_figures import INIT_STYLE
 from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
@@ -36,37 +46,40 @@ from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
 
-#: The informed initialisations, each named as the branch it starts on (THEORY.md sec. 6).
+#: The informed initialisations, each named as the branch it starts on in the paper (THEORY.md sec. 6).
 INFORMED_INITS = ("positional", "semantic")
-QUANTITIES = {"positional": ("train_loss", "test_error", "m"), "semantic": ("train_loss", "test_error", "theta")}
-LABELS = {"train_loss": r"$\epsilon_t$", "test_error": r"$\epsilon_g$", "overlap": r"$|m|$ or $\theta$"}
+#: What each initialisation is compared on: the losses and the norm of the family it aims at.
+QUANTITIES = {init: ("train_loss", "test_error", family) for init, family in FAMILY_OF_INIT.items()}
+LABELS = {"train_loss": r"$\epsilon_t$", "test_error": r"$\epsilon_g$", "overlap": r"$|m|$ or $|\theta|$"}
 GAP_COLUMNS = ("d", "init", "quantity", "sim_mean", "sim_se", "runs", "theory", "gap")
 FIT_COLUMNS = ("init", "quantity", "rate", "rate_se", "C", "points")
 
 
 def theory_values(solver: SaddlePointSolver, alpha: float) -> dict[str, dict[str, float]]:
-    """Per initialisation, the ``d -> infinity`` values of its quantities on its branch (``|m|`` for ``m``)."""
+    """Per initialisation, the ``d -> infinity`` values of its quantities on the branch where the family it
+    aims at alone is non-zero (the overlaps as family norms, ``|m|`` and ``|theta|``)."""
+    model = solver.compiled.system.model
+    labels = family_labels(model)
     values = {}
-    for init in INFORMED_INITS:
-        point = solver.anchor(alpha, solver.branch(init))
-        if not point.converged or point.branch != init:
+    for init, family in FAMILY_OF_INIT.items():
+        point = solver.anchor(alpha, solver.branch(labels[family]))
+        if not point.converged or point.branch != labels[family]:
             found = f"found the {point.branch} branch" if point.converged else f"did not converge ({point.status})"
-            raise ValueError(f"the {init} branch has no fixed point at alpha = {alpha:g}: the search {found}")
-        values[init] = {
-            "train_loss": point.train_loss,
-            "test_error": point.test_error,
-            "m": abs(point["m"]),
-            "theta": point["theta"],
-        }
+            raise ValueError(f"the {labels[family]} branch has no fixed point at alpha = {alpha:g}: the search {found}")
+        norms = family_norms(pd.DataFrame([point.row()]), model)
+        values[init] = {"train_loss": point.train_loss, "test_error": point.test_error}
+        values[init] |= {name: float(norms[name][0]) for name in FAMILY_OF_INIT.values()}
     return values
 
 
-def gap_table(runs: pd.DataFrame, theory: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """Mean and standard error over seeds per ``(d, init, quantity)`` against the theory (columns ``GAP_COLUMNS``)."""
+def gap_table(runs: pd.DataFrame, theory: dict[str, dict[str, float]], model: AttentionModel) -> pd.DataFrame:
+    """Mean and standard error over seeds per ``(d, init, quantity)`` against the theory (columns
+    ``GAP_COLUMNS``); the overlaps as family norms."""
     rows = []
     for (d, init), group in runs.groupby(["d", "init"]):
+        norms = family_norms(group, model)
         for quantity in QUANTITIES[init]:
-            values = group[quantity].abs() if quantity == "m" else group[quantity]
+            values = pd.Series(norms[quantity]) if quantity in norms else group[quantity]
             mean = float(values.mean())
             se = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
             expected = theory[init][quantity]
@@ -226,7 +239,7 @@ def finite_size(
     saved there; other settings or unreadable files are refused unless ``overwrite``, which first
     removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     """
-    require_paper_overlaps(model, "finite-size")
+    require_both_families(model, "finite-size")
     grid = parse_dims(dims)
     (alpha,) = parse_alphas([alpha], name="alpha")
     base = SimulationSettings.of_model(
@@ -255,7 +268,7 @@ def finite_size(
                 table="finite_size_runs.csv",
                 identity=finite_size_identity(base, grid),
             )
-        gaps = gap_table(runs, theory)
+        gaps = gap_table(runs, theory, model)
         result = FiniteSizeResult(base, grid, theory, runs, gaps, fit_table(gaps), time.perf_counter() - started)
         if directory is not None:
             result.save(directory)

@@ -602,14 +602,18 @@ def overlap_names(model: AttentionModel) -> tuple[str, ...]:
     return tuple(e.name for e in model.reduced_parameters().entries if e.family in OVERLAP_FAMILIES)
 
 
-def require_paper_overlaps(model: AttentionModel, study: str) -> None:
-    """Refuse (``ValueError``) a model whose overlaps are not the paper's scalars ``m`` and ``theta`` on
-    branches named positional and semantic: the ``study`` reads those columns and branches by name."""
-    names, labels = overlap_names(model), family_labels(model)
-    if names != ("m", "theta") or labels != {"m": "positional", "theta": "semantic"}:
+#: The overlap family each informed start aims at (THEORY.md sec. 6, 11): the positional start lies along
+#: the first positional direction, the semantic one on the teacher.
+FAMILY_OF_INIT = {"positional": "m", "semantic": "theta"}
+
+
+def require_both_families(model: AttentionModel, study: str) -> None:
+    """Refuse (``ValueError``) a model without both overlap families ``m`` and ``theta``: the ``study``
+    sets each informed start against the branch on which its family alone is non-zero."""
+    labels = family_labels(model)
+    if set(labels) != set(OVERLAP_FAMILIES):
         raise ValueError(
-            f"model must have the paper's overlaps m and theta (positional and semantic branches) for {study}; "
-            f"got the overlaps {', '.join(names)}"
+            f"model must have both overlap families m and theta for {study}; got {', '.join(labels) or 'none'}"
         )
 
 

@@ -1,12 +1,13 @@
 """Uninformed initialisation trained with Adam: which minimum does it find (paper App. E.4, Fig. 15)?
 
 Every run starts from ``Q = 0.1 N(0, I_d)`` and takes up to 2500 full-batch Adam steps with learning
-rate 0.01 (THEORY.md sec. 11), on the paper's instance (THEORY.md sec. 6). Its end point is put in
-the positional minimum, the semantic minimum or neither by comparing the overlaps ``|m|`` and
-``|theta|`` (THEORY.md sec. 2) with the theory's branches at the same alpha
-(:func:`experiments.simulation.classify_basin`). The paper reports that both minima are reached
-at small alpha and that for larger alpha the semantic one is found less often than the positional
-one, with a considerable share of runs in neither.
+rate 0.01 (THEORY.md sec. 11), on any declaration with both overlap families (the paper's instance by
+default, THEORY.md sec. 6). Its end point is put in the minimum where ``m`` alone is non-zero (the
+paper's positional one), the one where ``theta`` alone is (semantic) or neither, by comparing the
+family norms ``|m|`` and ``|theta|`` (THEORY.md sec. 2) with the theory's branches at the same alpha
+(:func:`experiments.simulation.classify_basin`); the basins carry the declaration's labels. The paper
+reports that both minima are reached at small alpha and that for larger alpha the semantic one is
+found less often than the positional one, with a considerable share of runs in neither.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from matplotlib.figure import Figure
 from attnphase.experiments.figures import BRANCH_STYLE
 from attnphase.experiments.parsing import parse_alphas
 from attnphase.experiments.simulation import (
-    BASINS,
     SimulationSettings,
+    basins,
     branch_overlaps,
     classify_basin,
-    require_paper_overlaps,
+    family_labels,
+    require_both_families,
     simulate_to,
 )
 from attnphase.experiments.storage import exclusive
@@ -38,46 +40,50 @@ from attnphase.saddle.continuation import trace_branch
 from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
 
-BASIN_COLOR = {
-    "positional": BRANCH_STYLE["positional"]["color"],
-    "semantic": BRANCH_STYLE["semantic"]["color"],
-    "neither": "lightgray",
-}
 FRACTION_COLUMNS = ("alpha", "basin", "fraction", "count", "runs")
 
 
+def basin_color(basin: str) -> str:
+    """The colour of a basin's bars: its branch's colour, light grey for ``neither``, grey otherwise."""
+    return "lightgray" if basin == "neither" else BRANCH_STYLE.get(basin, {"color": "gray"})["color"]
+
+
 def theory_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
-    """The positional and semantic branches continued over ``alphas`` (:func:`saddle.continuation.trace_branch`),
-    reduced to the overlaps the classifier needs (columns of :func:`experiments.simulation.branch_overlaps`;
-    NaN where a branch has ended)."""
-    branches = [solver.branch(name) for name in ("positional", "semantic")]
+    """The branches on which one overlap family alone is non-zero (the paper's positional and semantic)
+    continued over ``alphas`` (:func:`saddle.continuation.trace_branch`), reduced to the overlaps the
+    classifier needs (columns of :func:`experiments.simulation.branch_overlaps`; NaN where a branch has
+    ended)."""
+    model = solver.compiled.system.model
+    branches = [solver.branch(label) for label in family_labels(model).values()]
     rows = [p.row() for branch in branches for p in trace_branch(solver, branch, alphas).points]
-    return branch_overlaps(pd.DataFrame(rows), alphas)
+    return branch_overlaps(pd.DataFrame(rows), alphas, model)
 
 
-def basin_fractions(runs: pd.DataFrame) -> pd.DataFrame:
-    """Share of the runs at each alpha that ended in each basin (every basin listed, also when empty)."""
-    counts = runs.groupby(["alpha", "basin"]).size().unstack(fill_value=0).reindex(columns=list(BASINS), fill_value=0)
+def basin_fractions(runs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Share of the runs at each alpha that ended in each of the basins ``names`` (every one listed, also
+    when empty)."""
+    counts = runs.groupby(["alpha", "basin"]).size().unstack(fill_value=0).reindex(columns=list(names), fill_value=0)
     total = counts.sum(axis=1)
     rows = [
         {"alpha": float(alpha), "basin": basin, "fraction": counts.loc[alpha, basin] / total[alpha]}
         | {"count": int(counts.loc[alpha, basin]), "runs": int(total[alpha])}
         for alpha in counts.index
-        for basin in BASINS
+        for basin in names
     ]
     return pd.DataFrame(rows, columns=list(FRACTION_COLUMNS))
 
 
 def uninformed_figure(fractions: pd.DataFrame) -> Figure:
-    """Stacked bars: per alpha, the fraction of runs in the positional, semantic and neither basins."""
-    table = fractions.pivot(index="alpha", columns="basin", values="fraction").reindex(columns=list(BASINS))
+    """Stacked bars: per alpha, the fraction of runs in each basin (the declaration's, then neither)."""
+    names = list(dict.fromkeys(fractions["basin"]))
+    table = fractions.pivot(index="alpha", columns="basin", values="fraction").reindex(columns=names)
     alphas = table.index.to_numpy(float)
     width = 0.8 * (np.min(np.diff(alphas)) if alphas.size > 1 else 1.0)
     fig = Figure(figsize=(6.5, 4), layout="constrained")
     ax = fig.subplots()
     bottom = np.zeros(alphas.size)
-    for basin in BASINS:
-        ax.bar(alphas, table[basin], width, bottom=bottom, color=BASIN_COLOR[basin], label=basin, edgecolor="k")
+    for basin in names:
+        ax.bar(alphas, table[basin], width, bottom=bottom, color=basin_color(basin), label=basin, edgecolor="k")
         bottom += table[basin].to_numpy()
     runs = int(fractions.groupby("alpha")["runs"].first().iloc[0])
     ax.set_xlabel(r"$\alpha = n/d$")
@@ -119,14 +125,14 @@ class UninformedResult(StudyResult):
         }
 
     def plot(self) -> Figure:
-        """Per alpha, the fraction of runs in the positional, semantic and neither basins."""
+        """Per alpha, the fraction of runs in each basin."""
         return uninformed_figure(self.fractions)
 
     def summary(self) -> str:
         """One line: the count of runs in each basin per alpha."""
         shares = self.fractions.pivot(index="alpha", columns="basin", values="count")
         counts = "; ".join(
-            f"alpha {a:g}: " + ", ".join(f"{b} {int(shares.loc[a, b])}" for b in BASINS) for a in shares.index
+            f"alpha {a:g}: " + ", ".join(f"{b} {int(shares.loc[a, b])}" for b in shares.columns) for a in shares.index
         )
         return f"{len(self.runs)} runs ({counts})"
 
@@ -154,7 +160,7 @@ def uninformed(
     saved there; other settings or unreadable files are refused unless ``overwrite``, which first
     removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
     """
-    require_paper_overlaps(model, "uninformed")
+    require_both_families(model, "uninformed")
     settings = SimulationSettings.of_model(
         model,
         d=d,
@@ -179,8 +185,9 @@ def uninformed(
                 outputs=UninformedResult.outputs(),
                 table="uninformed.csv",
             )
-        runs = classify_basin(trained, overlaps)
-        result = UninformedResult(settings, overlaps, runs, basin_fractions(runs), time.perf_counter() - started)
+        runs = classify_basin(trained, overlaps, model)
+        fractions = basin_fractions(runs, basins(model))
+        result = UninformedResult(settings, overlaps, runs, fractions, time.perf_counter() - started)
         if directory is not None:
             result.save(directory)
     return result

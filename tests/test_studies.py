@@ -16,6 +16,7 @@ from attnphase.experiments.cli import app
 from attnphase.experiments.finite_size import fit_power_law, gap_table
 from attnphase.experiments.simulation import branch_overlaps, classify_basin
 from attnphase.experiments.uninformed import basin_fractions
+from attnphase.replica.declaration import paper_model
 from attnphase.saddle.branches import Branch
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
@@ -120,7 +121,7 @@ def test_gap_table_compares_means_with_their_branch():
         "positional": {"train_loss": 2.5, "test_error": 1.0, "m": 0.1, "theta": 0.0},
         "semantic": {"train_loss": 1.0, "test_error": 2.0, "m": 0.0, "theta": 0.4},
     }
-    table = gap_table(runs, theory).set_index(["init", "quantity"])
+    table = gap_table(runs, theory, paper_model()).set_index(["init", "quantity"])
     assert list(table.index) == [
         ("positional", "train_loss"),
         ("positional", "test_error"),
@@ -136,7 +137,7 @@ def test_gap_table_compares_means_with_their_branch():
 
 def test_basin_fractions_list_every_basin():
     runs = pd.DataFrame({"alpha": [1.0, 1.0, 1.0, 2.0], "basin": ["positional", "neither", "positional", "semantic"]})
-    table = basin_fractions(runs).set_index(["alpha", "basin"])
+    table = basin_fractions(runs, ("positional", "semantic", "neither")).set_index(["alpha", "basin"])
     assert table.loc[(1.0, "positional"), "count"] == 2 and table.loc[(1.0, "semantic"), "count"] == 0
     assert table.loc[(1.0, "neither"), "fraction"] == pytest.approx(1 / 3)
     assert table.loc[(2.0, "semantic"), "fraction"] == 1.0 and table.loc[(2.0, "positional"), "fraction"] == 0.0

@@ -14,8 +14,17 @@ from typer.testing import CliRunner
 
 from attnphase.experiments.cli import app
 from attnphase.experiments.finite_model import FiniteModel
+from attnphase.experiments.finite_size import finite_size
 from attnphase.experiments.parsing import UsageError, parse_settings
-from attnphase.replica.declaration import DeclarationError, ElasticNet, GaussianTokens, Ridge, paper_model
+from attnphase.experiments.uninformed import uninformed
+from attnphase.replica.declaration import (
+    BranchLabels,
+    DeclarationError,
+    ElasticNet,
+    GaussianTokens,
+    Ridge,
+    paper_model,
+)
 from attnphase.replica.variants import VARIANTS, variant
 from attnphase.saddle.scan import make_solver
 
@@ -136,11 +145,32 @@ def test_untied_order_parameters_are_two_by_two_blocks():
     assert names == ["q_1_1", "q_1_2", "q_2_2", "m_1", "m_2", "V_1_1", "V_1_2", "V_2_2", "theta_1", "theta_2"]
 
 
-@pytest.mark.parametrize(("command", "model"), [("finite-size", "L3"), ("uninformed", "untied")])
-def test_studies_that_read_the_paper_s_overlaps_refuse_other_models_in_one_line(tmp_path, command, model):
-    result = CliRunner().invoke(app, [command, "--model", model, "--out", str(tmp_path / "x")])
-    assert result.exit_code == 2 and "model must have the paper's overlaps m and theta" in result.output
+@pytest.mark.parametrize("study", [finite_size, uninformed])
+def test_studies_of_the_two_minima_refuse_a_declaration_without_both_families(tmp_path, study):
+    """The finite-size and uninformed studies set the positional and semantic starts against the branches
+    where m alone and theta alone are non-zero: a declaration that names no branch for m is refused."""
+    labels = BranchLabels(meanings=(("theta", "semantic"),), critical=("agnostic", "semantic"))
+    model = dataclasses.replace(paper_model(), labels=labels)
+    with pytest.raises(ValueError, match="model must have both overlap families m and theta"):
+        study(model, out=tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_the_finite_size_study_runs_on_a_mixture_with_family_norms():
+    """Per-cluster theta and two m directions: the study compares |m| and |theta|, the family norms."""
+    model = variant("mixture").model()
+    result = finite_size(model, dims="8,12", seeds=1, max_steps=20, n_test=50, progress=False)
+    gaps = result.gaps.set_index(["init", "quantity"])
+    assert set(gaps.index) == {
+        (init, quantity)
+        for init, family in (("positional", "m"), ("semantic", "theta"))
+        for quantity in ("train_loss", "test_error", family)
+    }
+    solver = make_solver(model)
+    point = solver.anchor(1.5, solver.branch("semantic"))
+    values = dict(zip(point.names, point.values, strict=True))
+    expected = np.hypot(values["theta_1"], values["theta_2"])
+    np.testing.assert_allclose(gaps.loc[("semantic", "theta"), "theory"], expected, rtol=1e-8)
 
 
 def test_a_scan_of_a_chosen_model_records_its_declaration(tmp_path):
