@@ -131,8 +131,9 @@ class UninformedResult(StudyResult):
     def summary(self) -> str:
         """One line: the count of runs in each basin per alpha."""
         shares = self.fractions.pivot(index="alpha", columns="basin", values="count")
+        names = list(dict.fromkeys(self.fractions["basin"]))  # the declaration's basins, then neither
         counts = "; ".join(
-            f"alpha {a:g}: " + ", ".join(f"{b} {int(shares.loc[a, b])}" for b in shares.columns) for a in shares.index
+            f"alpha {a:g}: " + ", ".join(f"{b} {int(shares.loc[a, b])}" for b in names) for a in shares.index
         )
         return f"{len(self.runs)} runs ({counts})"
 
