@@ -29,7 +29,7 @@ def _style(branch: str) -> dict[str, object]:
     return BRANCH_STYLE.get(branch, {"color": None, "marker": "."})
 
 
-def _colours(labels: list[str]) -> dict[str, str]:
+def branch_colours(labels: list[str]) -> dict[str, str]:
     """A colour per branch label: the named style's, else the next unused of :data:`OTHER_COLOURS`."""
     others = iter(OTHER_COLOURS * (1 + len(labels) // len(OTHER_COLOURS)))
     return {b: str(BRANCH_STYLE[b]["color"]) if b in BRANCH_STYLE else next(others) for b in labels}
@@ -155,7 +155,7 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
     fig = Figure(figsize=(5.5 * len(panels), 4.5), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     best = global_minima(branches)
-    colours = _colours(list(dict.fromkeys(branches["branch"])))
+    colours = branch_colours(list(dict.fromkeys(branches["branch"])))
     ok = branches[branches["converged"].astype(bool)]
     low, high = branches["alpha"].min(), branches["alpha"].max()
     for ax, (title, panel) in zip(axes, panels, strict=True):

@@ -144,6 +144,11 @@ class FiniteModel:
         return out
 
     @cached_property
+    def _cluster_spreads(self) -> torch.Tensor:
+        """``(C, d)``: the standard deviation of each cluster at each coordinate."""
+        return self.cluster_variances.sqrt()
+
+    @cached_property
     def class_variances(self) -> torch.Tensor:
         """``(C, d)``: the diagonal of ``Sigma_c`` of each covariance class."""
         classes = self.model.tokens.covariance_classes()
@@ -189,12 +194,14 @@ class FiniteModel:
         (drawn only when it has more than one configuration), and their tokens
         ``x_l ~ N(mu_{c_l}, Sigma_{c_l})``, shape ``(n, L, d)`` (THEORY.md sec. 1, 8)."""
         configurations, probabilities = self._label_law
-        if len(probabilities) == 1:
+        if len(probabilities) == 1:  # every sequence alike: its means and spreads broadcast, (L, d)
             labels = configurations.expand(n, -1)
+            means, spreads = self.cluster_means[configurations[0]], self._cluster_spreads[configurations[0]]
         else:
             labels = configurations[torch.multinomial(probabilities, n, replacement=True, generator=generator)]
+            means, spreads = self.cluster_means[labels], self._cluster_spreads[labels]
         draws = torch.randn((n, self.length, self.d), generator=generator, dtype=self.dtype)
-        return labels, self.cluster_means[labels] + draws * self.cluster_variances.sqrt()[labels]
+        return labels, means + draws * spreads
 
     def teacher_weights(self, generator: torch.Generator) -> torch.Tensor:
         """``Q* ~ N(0, I)`` entrywise, shape ``(d, t)``."""

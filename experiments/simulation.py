@@ -594,9 +594,6 @@ def basins(model: AttentionModel) -> tuple[str, ...]:
     return (*family_labels(model).values(), "neither")
 
 
-BASINS = basins(paper_model())
-
-
 def overlap_names(model: AttentionModel) -> tuple[str, ...]:
     """The entries of the overlap families (``m`` and ``theta``, THEORY.md sec. 2), as named in tables."""
     return tuple(e.name for e in model.reduced_parameters().entries if e.family in OVERLAP_FAMILIES)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnphase.experiments.figures import BRANCH_STYLE
+from attnphase.experiments.figures import branch_colours
 from attnphase.experiments.parsing import parse_alphas
 from attnphase.experiments.simulation import (
     SimulationSettings,
@@ -41,11 +41,6 @@ from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
 
 FRACTION_COLUMNS = ("alpha", "basin", "fraction", "count", "runs")
-
-
-def basin_color(basin: str) -> str:
-    """The colour of a basin's bars: its branch's colour, light grey for ``neither``, grey otherwise."""
-    return "lightgray" if basin == "neither" else BRANCH_STYLE.get(basin, {"color": "gray"})["color"]
 
 
 def theory_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
@@ -82,8 +77,9 @@ def uninformed_figure(fractions: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(6.5, 4), layout="constrained")
     ax = fig.subplots()
     bottom = np.zeros(alphas.size)
+    colours = branch_colours([basin for basin in names if basin != "neither"]) | {"neither": "lightgray"}
     for basin in names:
-        ax.bar(alphas, table[basin], width, bottom=bottom, color=basin_color(basin), label=basin, edgecolor="k")
+        ax.bar(alphas, table[basin], width, bottom=bottom, color=colours[basin], label=basin, edgecolor="k")
         bottom += table[basin].to_numpy()
     runs = int(fractions.groupby("alpha")["runs"].first().iloc[0])
     ax.set_xlabel(r"$\alpha = n/d$")

@@ -73,15 +73,22 @@ class LineCorrection:
         return x, w / w.sum()
 
     @cached_property
-    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """Indices ``(i, j)`` of nodes adjacent along ``axis`` (``j`` the next one up)."""
+    def _grid(self) -> np.ndarray:
+        """The one-dimensional node index of every Gaussian coordinate of every node, ``(gaussian, N)``
+        (:class:`ValueError` if the nodes are not a tensor Gauss-Hermite grid of this order)."""
         x, _ = self._line
         gaussian = self.nodes[: self.gaussian]
         index = np.searchsorted(x, gaussian - 1e-9)
         if not np.allclose(x[np.clip(index, 0, x.size - 1)], gaussian, atol=1e-9, rtol=0):
             raise ValueError("the nodes are not a tensor Gauss-Hermite grid of this order")
+        return index
+
+    @cached_property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Indices ``(i, j)`` of nodes adjacent along ``axis`` (``j`` the next one up)."""
+        index = self._grid
         # a line runs along the axis at fixed other coordinates, label nodes included
-        index = np.concatenate([index, np.round(self.nodes[gaussian.shape[0] :] * 1e6).astype(index.dtype)])
+        index = np.concatenate([index, np.round(self.nodes[index.shape[0] :] * 1e6).astype(index.dtype)])
         position = {tuple(column): n for n, column in enumerate(index.T)}
         shifted = index.copy()
         shifted[self.axis] += 1
@@ -94,17 +101,15 @@ class LineCorrection:
         """The probability of each node's label configuration (its weight over the product of its
         Gaussian coordinates' one-dimensional weights); ones without label nodes. The flagging threshold
         ``min_weight`` applies to the Gaussian weight of a line, whatever its configuration's probability."""
-        gaussian = self.nodes[: self.gaussian]
-        if gaussian.shape[0] == self.nodes.shape[0]:
+        if self._grid.shape[0] == self.nodes.shape[0]:
             return np.ones(self.nodes.shape[1])
-        x, w = self._line
-        index = np.clip(np.searchsorted(x, gaussian - 1e-9), 0, x.size - 1)
-        return self.weights / np.prod(w[index], axis=0)
+        _, w = self._line
+        return self.weights / np.prod(w[self._grid], axis=0)
 
     def outer_weights(self, i: np.ndarray) -> np.ndarray:
         """Weight of the line through node ``i`` (its weight without the ``axis`` factor)."""
-        x, w = self._line
-        return self.weights[i] / w[np.searchsorted(x, self.nodes[self.axis, i] - 1e-9)]
+        _, w = self._line
+        return self.weights[i] / w[self._grid[self.axis, i]]
 
     def flagged(self, z: np.ndarray, prox: ProxAt) -> tuple[np.ndarray, np.ndarray]:
         """The pairs whose interval holds a feature (see the module docstring)."""

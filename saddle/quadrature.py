@@ -228,7 +228,7 @@ def with_labels(
     configurations of the label nodes (``labels``: one tuple of ``K`` values per label node) with
     ``probabilities``. The nodes are ``(D + len(labels), K N)``, configuration-major, the weights the
     products, summing to one. Without label nodes the rule is returned as it is."""
-    if not labels:
+    if len(labels) == 0:
         return nodes, weights
     values = np.asarray(labels, dtype=float)
     chance = np.asarray(probabilities, dtype=float)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnphase.saddle.quadrature import with_labels
+
 #: Relative tolerance of the invariance test of ``M`` at random points.
 INVARIANCE_TOLERANCE = 1e-11
 
@@ -91,14 +93,17 @@ def envelope_symmetries(
     ``envelope(z (k, S), nodes (D, S)) -> M (S,)`` at the order parameters of interest. The
     candidates form a group and the invariances of ``M`` among them a subgroup. ``labels``: the
     token and cluster of each label indicator and their values ``(indicators, K)`` in the ``K``
-    configurations of the label law, of which each random point takes one.
+    configurations of the label law; every random point is tried in every configuration, so that
+    no configuration escapes the test.
     """
     pairs, configurations = labels
     D, k = L * (r + t), L * r
-    gaussian = rng.standard_normal((D, samples))
-    chosen = configurations[:, rng.integers(configurations.shape[1], size=samples)] if pairs else np.zeros((0, samples))
-    nodes = np.concatenate([gaussian, chosen])
+    nodes = rng.standard_normal((D, samples))
     z = rng.standard_normal((k, samples))
+    if pairs:
+        count = configurations.shape[1]
+        nodes, _ = with_labels(nodes, np.ones(samples), configurations, np.ones(count))
+        z = np.tile(z, count)
     base = envelope(z, nodes)
     if not np.all(np.isfinite(base)):
         return None
