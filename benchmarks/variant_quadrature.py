@@ -64,7 +64,8 @@ def measure(name: str, points: list[tuple[str, float]], axes: bool = False) -> l
     records = []
     for branch, alpha in points:
         started = time.perf_counter()
-        point = default.anchor(alpha, default.branch(branch))
+        alone = default.renewed()  # each point as if found alone: no warm starts from the points before
+        point = alone.anchor(alpha, alone.branch(branch))
         record: dict[str, object] = {
             "branch": branch,
             "alpha": alpha,
