@@ -13,7 +13,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
-from itertools import product
+from itertools import combinations, product
 
 import sympy as sp
 
@@ -185,6 +185,11 @@ class DotProductAttention:
         """Every sequence length and rank is allowed."""
         return None
 
+    def rotations(self, rank: int) -> tuple[sp.Matrix, ...]:
+        """Generators of the rotations ``W -> W exp(s G)`` that leave ``h h^T``, hence the scores, unchanged:
+        ``G = E_ij - E_ji`` for every pair of the ``rank`` columns (the Lie algebra of ``O(r)``)."""
+        return tuple(_rotation(rank, i, j) for i, j in combinations(range(rank), 2))
+
 
 @dataclass(frozen=True)
 class UntiedDotProductAttention:
@@ -207,6 +212,19 @@ class UntiedDotProductAttention:
     def validate(self, length: int, rank: int = 2) -> None:
         """An even rank (``W = [Q, K]``, each with half of the columns)."""
         require(rank % 2 == 0, "rank", "even with untied key and query (W = [Q, K], 2r columns)", rank)
+
+    def rotations(self, rank: int) -> tuple[sp.Matrix, ...]:
+        """Generators of the rotations that leave ``hQ hK^T`` unchanged: the same rotation of the ``r``
+        columns of ``Q`` and of ``K``, ``G = diag(E_ij - E_ji, E_ij - E_ji)`` (``rank = 2r``)."""
+        half = rank // 2
+        return tuple(sp.diag(_rotation(half, i, j), _rotation(half, i, j)) for i, j in combinations(range(half), 2))
+
+
+def _rotation(size: int, i: int, j: int) -> sp.Matrix:
+    """The generator ``E_ij - E_ji`` of the rotations in the plane of columns ``i`` and ``j``."""
+    generator = sp.zeros(size, size)
+    generator[i, j], generator[j, i] = 1, -1
+    return generator
 
 
 @dataclass(frozen=True)
@@ -578,6 +596,9 @@ class Ridge:
         """Every rank is allowed (``lambda`` in ``LAMBDA`` is checked at construction)."""
         return None
 
+    #: ``||W R||_F = ||W||_F`` for every orthogonal ``R``: the student's rotations are symmetries of the loss.
+    rotation_invariant = True
+
     def constants(self) -> dict[str, float]:
         """The strength as the named constant ``lambda``."""
         return {"lambda": float(self.strength)}
@@ -613,6 +634,9 @@ class ElasticNet:
     def validate(self, rank: int) -> None:
         """Rank 1: the closed-form prox is scalar soft-thresholding."""
         require(rank == 1, "rank", "1 with the elastic net (its prox is scalar soft-thresholding)", rank)
+
+    #: ``sum_i |w_i|`` changes under rotations of the columns (and the elastic net is declared at rank 1).
+    rotation_invariant = False
 
     def constants(self) -> dict[str, float]:
         """The strengths as the named constants ``lambda_1`` (l1) and ``lambda_2`` (l2)."""
@@ -790,6 +814,19 @@ class AttentionModel:
         for part in (self.student, self.regulariser):
             values.update(part.constants())
         return values
+
+    def rotations(self) -> tuple[sp.Matrix, ...]:
+        """Generators ``G`` (``rank x rank``, antisymmetric) of the continuous symmetry ``W -> W exp(s G)``
+        of the training loss (THEORY.md sec. 1, 3): the student's rotations that leave its scores unchanged
+        (``student.rotations(rank)``), where the regulariser is rotation invariant. Tokens, encodings and
+        teacher act on ``W`` from the left and never break them. Each one turns the fixed points into a
+        continuum (``q -> R^T q R``, ``m -> R^T m``, ``theta -> theta R``), fixed by a gauge
+        (:meth:`~attnphase.replica.saddle_equations.ReplicaSystem.gauge`). A student or regulariser without
+        the declaration (``rotations``, ``rotation_invariant``) is taken to have none."""
+        student = getattr(self.student, "rotations", None)
+        if student is None or not getattr(self.regulariser, "rotation_invariant", False):
+            return ()
+        return tuple(student(self.rank))
 
     def independent_classes(self) -> tuple[int, ...]:
         """The covariance classes that carry order parameters of their own (THEORY.md sec. 2, 8): those

@@ -26,7 +26,7 @@ from functools import cached_property
 
 import sympy as sp
 
-from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel, FieldLaw
+from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel, DeclarationError, FieldLaw
 from attnphase.replica.latex import EquationsDocument, build_document
 from attnphase.replica.order_parameters import FAMILIES, HAT_NAMES, OrderParameter, ReducedParameters
 
@@ -101,6 +101,50 @@ class ReplicaSystem:
         """The families of order parameters that vanish on an invariant subspace of the equations
         (THEORY.md sec. 6), among :data:`~attnphase.replica.declaration.OVERLAP_FAMILIES`."""
         return tuple(f for f in OVERLAP_FAMILIES if self.parameters.of_family(f))
+
+    def gauge(self, free: Iterable[str]) -> tuple[str, ...]:
+        """The order-parameter entries held at zero to fix the gauge of the declaration's rotations
+        (:meth:`~attnphase.replica.declaration.AttentionModel.rotations`) on the branch where the overlap
+        families ``free`` are free, the others zero.
+
+        A rotation ``W -> W exp(s G)`` moves the overlaps along ``dq = G^T q + q G``, ``dm = G^T m``,
+        ``dtheta = theta G`` (``V`` like ``q``), so the branch's fixed points come in orbits and its Jacobian
+        is singular. Holding one entry per generator at zero cuts each orbit in isolated points; the equation
+        of a held entry is then implied by the others (the free entropy is invariant, so its gradient is
+        orthogonal to the orbit) and is not solved (on a quadrature rule, which breaks the invariance, it
+        holds to the rule's accuracy). Entries are taken greedily where they raise the
+        rank of the orbit's tangents on the entries taken, at a generic point of the branch with those
+        entries zero: first the entries of the free overlap families off the student's first column
+        (``m_2``, ``theta_2``: the free overlaps are rotated onto the first column, whose entries the seeds
+        and labels read), then the off-diagonal entries of ``q``. Empty without rotations."""
+        generators = self.model.rotations()
+        if not generators:
+            return ()
+        free = set(free)
+        par = self.parameters
+        candidates = [
+            e
+            for family in self.overlap_families
+            if family in free
+            for e in par.of_family(family)
+            if e.entry[0 if family == "m" else 1] > 0
+        ] + [e for e in par.of_family("q") if e.entry[0] < e.entry[1]]
+        generic = {
+            e.symbol: (sp.Rational(7 * k % 13 + 3, 17) if e.family in free else 0)
+            if e.family in self.overlap_families
+            else sp.Rational(k % 5 + 1, 23) + (2 if e.entry[0] == e.entry[1] else 0)
+            for k, e in enumerate(par.entries)
+        }
+        chosen: list[OrderParameter] = []
+        for candidate in candidates:
+            trial = chosen + [candidate]
+            point = generic | {e.symbol: 0 for e in trial}
+            tangents = sp.Matrix([[_rotated(e, G, par).subs(point) for e in trial] for G in generators])
+            if tangents.rank() == len(trial):
+                chosen = trial
+            if len(chosen) == len(generators):
+                break
+        return tuple(e.name for e in chosen)
 
     def label(self, nonzero: Iterable[str]) -> str:
         """The declaration's name of a fixed point at which exactly the overlap families ``nonzero``
@@ -373,6 +417,35 @@ def _named_constants(model: AttentionModel) -> dict[str, sp.Symbol]:
 _DERIVED: dict[tuple, ReplicaSystem] = {}
 
 
+def _rotated(entry: OrderParameter, generator: sp.Matrix, par: ReducedParameters) -> sp.Expr:
+    """The rate of change of ``entry`` under ``W -> W exp(s G)`` at ``s = 0``: the entry of ``G^T X + X G``
+    for ``X = q, V``, of ``G^T m`` and of ``theta G`` (:meth:`ReplicaSystem.gauge`)."""
+    i, j = entry.entry
+    if entry.family in ("q", "V"):
+        matrix = getattr(par, entry.family)[entry.group]
+        return (generator.T * matrix + matrix * generator)[i, j]
+    if entry.family == "m":
+        return (generator.T * par.mu[entry.group])[i, j]
+    return (par.theta[entry.group] * generator)[i, j]
+
+
+def _check_rotations(model: AttentionModel, consts: dict[str, sp.Symbol]) -> None:
+    """:class:`DeclarationError` unless each of the declaration's rotations leaves the student's scores
+    unchanged to first order, at a point of rational fields: a rotation that is no symmetry would fix a
+    gauge that is not one and lose fixed points."""
+    L, r = model.length, model.rank
+    fields = sp.Matrix(L, r, lambda l, i: sp.Rational((5 * l + 3 * i) % 11 - 5, 7))
+    s = sp.Symbol("s")
+    for generator in model.rotations():
+        moved = model.student.expression(fields * (sp.eye(r) + s * generator), consts)
+        change = max(abs(float(sp.diff(v, s).subs(s, 0))) for v in moved)
+        if change > 1e-12:
+            raise DeclarationError(
+                f"student.rotations must leave the attention unchanged; the generator {generator.tolist()} "
+                f"changes it at rate {change:.2g}"
+            )
+
+
 def derive(model: AttentionModel) -> ReplicaSystem:
     """Derive the replica-symmetric free entropy of ``model`` and its saddle-point equations
     (THEORY.md sec. 2-5): the reduced order parameters, the fields, the Moreau envelope and its
@@ -480,6 +553,7 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     # ---- loss and Moreau envelope (sec. 1, 3)
     teacher = model.teacher.expression(hstar, consts)
     student = model.student.expression(z, consts)
+    _check_rotations(model, consts)
     diff = teacher - student
     loss = sp.Rational(1, 2) * (diff * sigma_tilde * diff.T).trace()
 

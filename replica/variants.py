@@ -145,6 +145,10 @@ def _untied(omega: float, sigma: float, lam: float, A: Value) -> AttentionModel:
     return replace(paper_model(omega, sigma, lam, A), student=UntiedDotProductAttention(), rank=2)
 
 
+def _rank_two(omega: float, sigma: float, lam: float, A: Value) -> AttentionModel:
+    return replace(paper_model(omega, sigma, lam, A), rank=2)
+
+
 OMEGA_ = Parameter("omega", 0.3, "positional share of the target, T = (1 - omega) softmax(h* h*^T) + omega A")
 SIGMA_ = Parameter("sigma", 0.5, "token standard deviation (Sigma_l = sigma^2 I)")
 LAMBDA_ = Parameter("lambda", 0.01, "ridge strength")
@@ -195,6 +199,14 @@ VARIANTS: dict[str, Variant] = {
             "the paper's instance with untied key and query, W = [Q, K], S = softmax(hQ hK^T) (THEORY.md sec. 8)",
             (OMEGA_, SIGMA_, LAMBDA_, A2),
             _renamed(_untied),
+        ),
+        Variant(
+            "rank2",
+            "the paper's instance with a student of rank r = 2 (W in R^{d x 2}, S = softmax(h W W^T h^T)) and the "
+            "teacher of rank t = 1 (the paper's App. E.3); its fixed points are orbits of the rotations W -> W R, "
+            "fixed by a gauge (THEORY.md sec. 2, 8)",
+            (OMEGA_, SIGMA_, LAMBDA_, A2),
+            _renamed(_rank_two),
         ),
         Variant(
             "L3",

@@ -22,11 +22,14 @@ class Branch:
     """A family of fixed points: the overlap families held at zero (an invariant subspace of the
     equations), its ``name`` (the declaration's label of the points with every other overlap family
     non-zero), and the seed strengths of the free overlaps, as fractions of their Cauchy-Schwarz
-    bounds, tried in turn to find a first point (:meth:`SaddlePointSolver.anchor`)."""
+    bounds, tried in turn to find a first point (:meth:`SaddlePointSolver.anchor`). Where the declaration
+    has continuous rotations, ``gauge`` names the order-parameter entries held at zero to fix them
+    (:meth:`ReplicaSystem.gauge`): not solved for, their equations enter each point's symmetry defect."""
 
     name: str
     zero: tuple[str, ...] = ()
     seeds: tuple[float, ...] = (0.9, 0.6, 0.3)
+    gauge: tuple[str, ...] = ()
 
 
 def branches_of(system: ReplicaSystem) -> tuple[Branch, ...]:
@@ -37,5 +40,5 @@ def branches_of(system: ReplicaSystem) -> tuple[Branch, ...]:
     for size in range(len(families), -1, -1):
         for zero in itertools.combinations(families, size):
             free = [f for f in families if f not in zero]
-            found.append(Branch(system.label(free), zero=zero))
+            found.append(Branch(system.label(free), zero=zero, gauge=system.gauge(free)))
     return tuple(found)

@@ -10,7 +10,10 @@ point, with scipy's Powell hybrid method as the fallback, or by damped iteration
 residual ``max |F(x) - x| / (1 + |x|)`` over the branch's free order parameters, its
 symmetry defect ``max |F(x)|`` over those the branch holds at zero (zero up to rounding for a
 sign-symmetric rule such as Gauss-Hermite: the subspace is invariant; of the order of the
-quadrature error for a randomised rule), whether it converged, and how many evaluations of
+quadrature error for a randomised rule, and for the entries a gauge holds at zero: their equations
+follow from the others where the integrals are exact, but no rule is invariant under the continuous
+rotations the gauge fixes, :meth:`~attnphase.replica.saddle_equations.ReplicaSystem.gauge`),
+whether it converged, and how many evaluations of
 ``F`` it took. The root is sought with the quick prox starts (``+-omega`` and the last prox with
 all starts) and verified with all of them (:meth:`SaddlePointSolver.prox`); if the verification
 fails, the quick search is repeated from its best point (its warm start now the verification's
@@ -30,6 +33,7 @@ import scipy.optimize
 
 from attnphase.saddle.branches import Branch, branches_of
 from attnphase.saddle.compiled import CompiledSystem
+from attnphase.saddle.gauge import into_gauge
 from attnphase.saddle.line_correction import LineCorrection
 from attnphase.saddle.quadrature import GaussHermite, QuadratureRule, ScrambledSobol
 from attnphase.saddle.symmetry import Fold, envelope_symmetries, fold_nodes
@@ -181,7 +185,7 @@ class FixedPoint:
     line_correction: float  # kink correction in eps_t (saddle/line_correction.py); 0 if off or unconverged
     test_error: float  # eps_g
     residual: float  # max |F(x) - x| / (1 + |x|) over the branch's free order parameters
-    symmetry_defect: float  # max |F(x)| over the parameters the branch holds at zero
+    symmetry_defect: float  # max |F(x)| over the parameters the branch holds at zero (by symmetry or gauge)
     converged: bool  # every check of SaddlePointSolver.diagnose holds
     iterations: int
     prox_unconverged: int
@@ -659,19 +663,13 @@ class SaddlePointSolver:
         return x
 
     def seeded(self, base: np.ndarray, branch: Branch, strength: float) -> np.ndarray:
-        """``base`` with the branch's free overlaps set to ``strength`` times their
-        Cauchy-Schwarz bound: ``theta = s sqrt(q rho)``, ``m = s sqrt(q / rho)``."""
+        """``base`` with the leading entry of each of the branch's free overlap families set to
+        ``strength`` times its Cauchy-Schwarz bound (:meth:`overlap_bounds`)."""
         x = base.copy()
-        entries = self.compiled.system.entries
-        q_of = {e.group: x[i] for i, e in enumerate(entries) if e.family == "q" and e.entry == (0, 0)}
-        for i, e in enumerate(entries):
-            if e.family in branch.zero or e.entry != (0, 0):
-                continue
-            if e.family == "theta":
-                x[i] = strength * np.sqrt(q_of[e.group] * self._rho(e.group))
-            elif e.family == "m":
-                q0 = float(np.mean(list(q_of.values())))
-                x[i] = strength * np.sqrt(q0 / self._rho(0))
+        bound = self.overlap_bounds(base)
+        for i, e in enumerate(self.compiled.system.entries):
+            if bound[i] and e.family not in branch.zero and e.entry == (0, 0):
+                x[i] = strength * bound[i]
         return x
 
     def _rho(self, group: int) -> float:
@@ -719,8 +717,20 @@ class SaddlePointSolver:
         return other
 
     def free_mask(self, branch: Branch) -> np.ndarray:
-        """True for the order parameters ``branch`` does not hold at zero."""
-        return np.array([f not in branch.zero for f in self.families])
+        """True for the order parameters ``branch`` does not hold at zero (neither by a family it holds
+        nor by its gauge)."""
+        return np.array([f not in branch.zero for f in self.families]) & ~self.gauge_mask(branch)
+
+    def in_gauge(self, values: np.ndarray, branch: Branch) -> np.ndarray:
+        """``values`` rotated onto the slice of the branch's gauge (:func:`~attnphase.saddle.gauge.into_gauge`):
+        the same weights up to a rotation of the student's columns, so the same observables."""
+        rotations = tuple(np.array(g.tolist(), dtype=float) for g in self.compiled.system.model.rotations())
+        return into_gauge(values, self.compiled.system.entries, rotations, self.gauge_mask(branch))
+
+    def gauge_mask(self, branch: Branch) -> np.ndarray:
+        """True for the order parameters ``branch`` holds at zero to fix the gauge of the declaration's
+        rotations (:attr:`Branch.gauge`)."""
+        return np.isin(self.names, branch.gauge)
 
     def branch(self, name: str) -> Branch:
         """The branch called ``name`` (``ValueError`` naming the choices otherwise)."""
@@ -739,14 +749,26 @@ class SaddlePointSolver:
         return point.converged and point.branch == branch.name
 
     def overlap_bounds(self, values: np.ndarray) -> np.ndarray:
-        """The Cauchy-Schwarz bound at ``values`` of every leading overlap entry (the entries
-        :meth:`seeded` sets), and 0 for every other entry."""
+        """The Cauchy-Schwarz bound at ``values`` of every overlap entry, 0 for the other entries: for
+        the overlap of the student's column ``j`` with the teacher, ``|theta_ij| <= sqrt(q_jj rho)`` in its
+        covariance class, and with a positional direction ``|m_j| <= sqrt(q_jj / rho)`` (``q_jj`` averaged
+        over the classes, ``rho`` of the first)."""
         system = self.compiled.system
-        leading = np.array([e.family in system.overlap_families and e.entry == (0, 0) for e in system.entries])
-        return np.where(leading, np.abs(self.seeded(values, self.unconstrained, 1.0)), 0.0)
+        diagonal: dict[tuple[int, int], float] = {}
+        for value, e in zip(values, system.entries, strict=True):
+            if e.family == "q" and e.entry[0] == e.entry[1]:
+                diagonal[(e.group, e.entry[0])] = float(value)
+        bounds = np.zeros(len(values))
+        for i, e in enumerate(system.entries):
+            if e.family == "theta":
+                bounds[i] = np.sqrt(max(diagonal[(e.group, e.entry[1])], 0.0) * self._rho(e.group))
+            elif e.family == "m":
+                column = [q for (group, j), q in diagonal.items() if j == e.entry[0]]
+                bounds[i] = np.sqrt(max(float(np.mean(column)), 0.0) / self._rho(0))
+        return bounds
 
     def nonzero_families(self, values: np.ndarray) -> tuple[str, ...]:
-        """The overlap families of which some leading entry exceeds ``NEGLIGIBLE_OVERLAP`` of its
+        """The overlap families of which some entry exceeds ``NEGLIGIBLE_OVERLAP`` of its
         Cauchy-Schwarz bound at ``values`` (:meth:`overlap_bounds`)."""
         bound = self.overlap_bounds(values)
         found = []
@@ -868,10 +890,11 @@ class SaddlePointSolver:
         initial: np.ndarray,
         jacobian: np.ndarray | None = None,
     ) -> tuple[FixedPoint, np.ndarray | None]:
-        """Fixed point on ``branch`` at ``alpha`` from ``initial``; returns it and the final
-        Jacobian estimate of ``F(x) - x`` on the free entries (reusable by a neighbour)."""
+        """Fixed point on ``branch`` at ``alpha`` from ``initial`` (rotated onto the branch's gauge,
+        :meth:`in_gauge`); returns it and the final Jacobian estimate of ``F(x) - x`` on the free entries
+        (reusable by a neighbour)."""
         check_alpha(alpha)
-        start = np.array(initial, dtype=float)
+        start = self.in_gauge(np.array(initial, dtype=float), branch)
         free = self._moved_entries(start, branch)
         start[~free] = 0.0
         # iterate with the quick prox starts; verify with all of them; if that fails, iterate quickly

@@ -61,7 +61,7 @@ def test_a_bad_parameter_is_refused_by_name(name, values, message):
 
 
 def test_an_unknown_model_lists_the_shipped_ones():
-    names = "paper, elastic-net, l1, untied, L3, spectrum, mixture"
+    names = "paper, elastic-net, l1, untied, rank2, L3, spectrum, mixture"
     with pytest.raises(DeclarationError, match=f"model must be one of {names}; got 'x'"):
         variant("x")
 

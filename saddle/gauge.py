@@ -1,0 +1,72 @@
+"""The student's rotations acting on order parameters, and the gauge that fixes them (THEORY.md sec. 2).
+
+Where the training loss is invariant under ``W -> W R`` for the rotations ``R = exp(sum_k s_k G_k)`` of a
+declaration (:meth:`~attnphase.replica.declaration.AttentionModel.rotations`), the order parameters move
+as ``q -> R^T q R``, ``V -> R^T V R``, ``m -> R^T m`` and ``theta -> theta R``, and so do the fixed points:
+each is an orbit. A branch fixes the gauge by holding some entries at zero
+(:meth:`~attnphase.replica.saddle_equations.ReplicaSystem.gauge`); a start that is off that slice (a ray's
+point, an extrapolation) is first rotated onto it, which changes no observable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.linalg
+import scipy.optimize
+
+from attnphase.replica.order_parameters import OrderParameter
+
+#: Angles (in units of a generator) from which the rotation onto the slice is searched.
+STARTS = np.linspace(-np.pi, np.pi, 8, endpoint=False)
+
+
+def rotated(values: np.ndarray, entries: Sequence[OrderParameter], rotation: np.ndarray) -> np.ndarray:
+    """The order parameters ``values`` (one per entry of ``entries``) of the weights ``W R``."""
+    matrices: dict[tuple[str, int], np.ndarray] = {}
+    size = rotation.shape[0]
+    for value, e in zip(values, entries, strict=True):
+        shape = {"q": (size, size), "V": (size, size), "m": (size, 1)}.get(e.family)
+        if shape is None:
+            shape = (max(x.entry[0] for x in entries if x.family == "theta") + 1, size)
+        matrix = matrices.setdefault((e.family, e.group), np.zeros(shape))
+        matrix[e.entry] = value
+        if e.family in ("q", "V"):
+            matrix[e.entry[::-1]] = value
+    moved = {}
+    for (family, group), matrix in matrices.items():
+        if family in ("q", "V"):
+            moved[(family, group)] = rotation.T @ matrix @ rotation
+        elif family == "m":
+            moved[(family, group)] = rotation.T @ matrix
+        else:
+            moved[(family, group)] = matrix @ rotation
+    return np.array([moved[(e.family, e.group)][e.entry] for e in entries])
+
+
+def into_gauge(
+    values: np.ndarray, entries: Sequence[OrderParameter], generators: Sequence[np.ndarray], held: np.ndarray
+) -> np.ndarray:
+    """``values`` rotated so that the entries ``held`` (a boolean mask) vanish, as nearly as a rotation can
+    make them: the least-squares rotation ``exp(sum_k s_k G_k)`` searched from :data:`STARTS` along each
+    generator; ``values`` itself when the held entries are zero already."""
+    if not generators or not np.any(values[held]):
+        return values
+
+    def rotation(s: np.ndarray) -> np.ndarray:
+        return scipy.linalg.expm(sum(sk * g for sk, g in zip(s, generators, strict=True)))
+
+    def gauge_entries(s: np.ndarray) -> np.ndarray:
+        return rotated(values, entries, rotation(s))[held]
+
+    best, best_size = np.zeros(len(generators)), np.abs(values[held]).max()
+    for k in range(len(generators)):
+        for angle in STARTS:
+            start = np.zeros(len(generators))
+            start[k] = angle
+            found = scipy.optimize.least_squares(gauge_entries, start, xtol=1e-15, ftol=1e-15, gtol=1e-15)
+            size = np.abs(found.fun).max()
+            if size < best_size:
+                best, best_size = found.x, size
+    return rotated(values, entries, rotation(best))
