@@ -67,10 +67,12 @@ class ModuleSource:
         signature = f"def {name}({', '.join(g for g, _ in groups)}):"
         self._add([signature, *header, *lines, f"    return {result}"])
 
-    def vector(self, name: str, groups: Groups, exprs: Sequence[sp.Expr]) -> None:
-        """``name(*arrays, out)`` writing ``exprs`` into the flat array ``out``."""
+    def vector(self, name: str, groups: Groups, exprs: Sequence[sp.Expr], factor: bool = True) -> None:
+        """``name(*arrays, out)`` writing ``exprs`` into the flat array ``out``; ``factor``: pull common
+        factors out of sums before the elimination (:func:`_eliminated`), which makes the code faster and
+        its generation slower (for the many derivatives of the Jacobian, minutes in six dimensions)."""
         header, renamed = _header(groups)
-        lines, results = _body(exprs, renamed)
+        lines, results = _body(exprs, renamed, factor)
         writes = [f"    out[{i}] = {r}" for i, r in enumerate(results)]
         self._add([f"def {name}({', '.join(g for g, _ in groups)}, out):", *header, *lines, *writes])
 
@@ -220,22 +222,26 @@ def _header(groups: Groups) -> tuple[list[str], dict[sp.Symbol, sp.Symbol]]:
     return lines, renamed
 
 
-def _body(exprs: Sequence[sp.Expr], renamed: dict[sp.Symbol, sp.Symbol]) -> tuple[list[str], list[str]]:
+def _body(
+    exprs: Sequence[sp.Expr], renamed: dict[sp.Symbol, sp.Symbol], factor: bool = True
+) -> tuple[list[str], list[str]]:
     """The statements computing ``exprs`` (arguments ``renamed`` to their locals) and the results:
     every distinct exponential first (:func:`_exponentials`), then the common subexpressions."""
     exprs, exponents = _exponentials([sp.sympify(e).xreplace(renamed) for e in exprs])
-    lines, arguments = _eliminated(list(exponents.values()), "u_")
+    lines, arguments = _eliminated(list(exponents.values()), "u_", factor)
     lines += [f"    {s.name} = math.exp({a})" for s, a in zip(exponents, arguments, strict=True)]
-    more, results = _eliminated(exprs, "t_")
+    more, results = _eliminated(exprs, "t_", factor)
     return lines + more, results
 
 
-def _eliminated(exprs: Sequence[sp.Expr], prefix: str) -> tuple[list[str], list[str]]:
+def _eliminated(exprs: Sequence[sp.Expr], prefix: str, factor: bool = True) -> tuple[list[str], list[str]]:
     """``exprs`` after common-subexpression elimination: the statements of the subexpressions (named
-    ``prefix`` and a number) and the printed reduced expressions."""
+    ``prefix`` and a number) and the printed reduced expressions; ``factor``: with sympy's basic
+    optimisations first (common factors pulled out of sums)."""
     if not exprs:
         return [], []
-    replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols(prefix), optimizations="basic")
+    optimizations = "basic" if factor else None
+    replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols(prefix), optimizations=optimizations)
     return [f"    {s.name} = {_PRINTER.doprint(e)}" for s, e in replacements], [_PRINTER.doprint(e) for e in reduced]
 
 

@@ -228,7 +228,7 @@ def _generate(system: ReplicaSystem) -> ModuleSource:
         source.vector(f"{form}_form", with_z, summary + list(system.integrands(form)))
         d = system.integrand_derivatives(form)
         flat = [e for block in (d.explicit, d.along_z, d.mixed, system.envelope_hessian) for row in block for e in row]
-        source.vector(f"{form}_pieces", with_z, flat)
+        source.vector(f"{form}_pieces", with_z, flat, factor=False)  # once per Newton step: generation dominates
     source.vector("test_error_integrand", without_z, [system.test_error_integrand])
     for template in kernels.SHARED_TEMPLATES:
         source.template(template, parallel=template is kernels.prox_kernel)

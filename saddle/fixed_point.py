@@ -542,10 +542,9 @@ class SaddlePointSolver:
     def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
         """One application of the saddle-point map at ``params`` (``thorough``: all prox starts); at a
         vanishing student, its limit (:meth:`kernel_point`)."""
-        point = self.kernel_point(params)
         z, value, grad = self.prox(params, thorough)
         form = self.compiled.score if self._in_score_form(params) else self.compiled.energetic
-        integrals = form(z, self.nodes, self.weights, point, self.consts)
+        integrals = self.integrated(form, z, params)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
         updated = self.compiled.orders(conj, self.consts)
         unconverged = ~(grad <= PROX_GRADIENT_TOLERANCE)  # NaN counts as unconverged
@@ -561,6 +560,22 @@ class SaddlePointSolver:
             value,
             integrals[2:],
         )
+
+    def integrated(self, kernel, z: np.ndarray, params: np.ndarray) -> np.ndarray:
+        """``kernel(z, nodes, weights, point, consts)`` over the rule at the prox ``z`` at ``params``, with
+        every node that an element of the fold's group fixes averaged over the images of its prox under
+        those elements (:meth:`~attnphase.saddle.symmetry.Fold.mirrored`: where they move it, the node is
+        a tie between equally good minima)."""
+        point = self.kernel_point(params)
+        fold = self.fold(point)
+        if fold is None or not fold.fixed:
+            return kernel(z, self.nodes, self.weights, point, self.consts)
+        weights = self.weights / fold.stabiliser_sizes
+        total = kernel(z, self.nodes, weights, point, self.consts)
+        for nodes, image in fold.mirrored(z):
+            on_plane = np.ascontiguousarray(self.nodes[:, nodes])
+            total = total + kernel(np.ascontiguousarray(image), on_plane, weights[nodes], point, self.consts)
+        return total
 
     def map_jacobian(self, ev: Evaluation, alpha: float) -> np.ndarray:
         """``dF/dx`` at the point of the evaluation ``ev``: the closed-form derivatives of the entropic and
@@ -582,7 +597,7 @@ class SaddlePointSolver:
         (:class:`~attnphase.replica.saddle_equations.IntegrandDerivatives`): the Hessian of ``E[M*]``."""
         c = self.compiled
         kernel = c.score_jacobian if self._in_score_form(ev.params) else c.energetic_jacobian
-        return kernel(ev.z, self.nodes, self.weights, self.kernel_point(ev.params), self.consts)
+        return self.integrated(kernel, ev.z, ev.params)
 
     def alpha_derivative(self, ev: Evaluation, alpha: float) -> np.ndarray:
         """``dF/dalpha`` at the point of the evaluation ``ev`` (the expectations do not depend on alpha)."""

@@ -1,8 +1,8 @@
 """Symmetries of the Moreau envelope, used to fold the prox onto orbit representatives.
 
 A signed token permutation ``g`` acts on the node variables ``n = (xi, eta)`` and on the prox
-variables ``z`` (THEORY.md sec. 2-3): it permutes tokens by ``pi`` and multiplies all ``xi``,
-all ``eta`` and all ``z`` by signs ``s_xi, s_eta, s_z``. If ``M(g z; g n) = M(z; n)`` for
+variables ``z`` (THEORY.md sec. 2-3): it permutes tokens by ``pi`` and multiplies the ``xi``,
+``eta`` and ``z`` of every token by signs ``s_xi, s_eta, s_z``, one per column. If ``M(g z; g n) = M(z; n)`` for
 every ``z`` and ``n`` at the current order parameters, the global prox is equivariant,
 ``z*(g n) = g z*(n)``, so it only has to be computed on one node per orbit of a rule whose
 nodes are mapped onto nodes with equal weights (tensor Gauss-Hermite is; Sobol points are
@@ -31,12 +31,13 @@ INVARIANCE_TOLERANCE = 1e-11
 
 @dataclass(frozen=True)
 class SignedTokenPermutation:
-    """``g``: token permutation ``pi`` with global signs on ``xi``, ``eta`` and ``z``."""
+    """``g``: token permutation ``pi`` with signs on ``xi``, ``eta`` and ``z``, one per column (of the
+    student for ``xi`` and ``z``, of the teacher for ``eta``), the same for every token."""
 
     permutation: tuple[int, ...]
-    sign_xi: int
-    sign_eta: int
-    sign_z: int
+    sign_xi: tuple[int, ...]
+    sign_eta: tuple[int, ...]
+    sign_z: tuple[int, ...]
 
     def node_map(
         self, r: int, t: int, labels: tuple[tuple[int, int], ...] = ()
@@ -46,11 +47,11 @@ class SignedTokenPermutation:
         label with it); ``None`` if a permuted indicator is none of ``labels``."""
         L = len(self.permutation)
         index, sign = [], []
-        for width, offset, s in ((r, 0, self.sign_xi), (t, L * r, self.sign_eta)):
+        for width, offset, signs in ((r, 0, self.sign_xi), (t, L * r, self.sign_eta)):
             for l in range(L):
                 source = self.permutation[l]
                 index += [offset + source * width + i for i in range(width)]
-                sign += [s] * width
+                sign += list(signs)
         for token, cluster in labels:
             if (self.permutation[token], cluster) not in labels:
                 return None
@@ -61,20 +62,26 @@ class SignedTokenPermutation:
     def z_map(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Index and sign arrays mapping the prox variables ``z`` (L r of them) under this map."""
         index = [self.permutation[l] * r + i for l in range(len(self.permutation)) for i in range(r)]
-        return np.array(index), np.full(len(index), float(self.sign_z))
+        return np.array(index), np.tile(np.array(self.sign_z, dtype=float), len(self.permutation))
 
     @property
     def is_identity(self) -> bool:
         """Whether the map leaves every variable unchanged."""
-        return self.permutation == tuple(sorted(self.permutation)) and self.sign_xi == self.sign_eta == self.sign_z == 1
+        signs = self.sign_xi + self.sign_eta + self.sign_z
+        return self.permutation == tuple(sorted(self.permutation)) and all(s == 1 for s in signs)
 
 
-def candidates(L: int) -> list[SignedTokenPermutation]:
-    """Every signed token permutation (a group of order ``8 L!``)."""
+def candidates(L: int, r: int = 1, t: int = 1) -> list[SignedTokenPermutation]:
+    """Every signed token permutation of ``L`` tokens with ``r`` student and ``t`` teacher columns (a
+    group of order ``2^(2r + t) L!``: the per-column signs are the reflections of a student of rank
+    ``r >= 2``, whose rotations a gauge fixes)."""
+    signs = lambda width: list(itertools.product((1, -1), repeat=width))  # noqa: E731
     return [
         SignedTokenPermutation(p, a, b, c)
         for p in itertools.permutations(range(L))
-        for a, b, c in itertools.product((1, -1), repeat=3)
+        for a in signs(r)
+        for b in signs(t)
+        for c in signs(r)
     ]
 
 
@@ -108,7 +115,7 @@ def envelope_symmetries(
     if not np.all(np.isfinite(base)):
         return None
     found = []
-    for g in candidates(L):
+    for g in candidates(L, r, t):
         mapped = g.node_map(r, t, pairs)
         if mapped is None:
             continue
@@ -136,6 +143,26 @@ class Fold:
     sources: np.ndarray
     z_index: np.ndarray
     z_sign: np.ndarray
+    fixed: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] = ()  # per element: nodes it fixes, its z map
+
+    @property
+    def stabiliser_sizes(self) -> np.ndarray:
+        """Per node, the number of the group's elements that fix it (the identity included)."""
+        sizes = np.ones(self.sources.size)
+        for nodes, _, _ in self.fixed:
+            sizes[nodes] += 1
+        return sizes
+
+    def mirrored(self, z: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each element ``g`` of the group that fixes some nodes, those nodes and ``g`` applied to
+        their prox ``z`` (:meth:`SaddlePointSolver.integrated` averages each such node's integrands over
+        its stabiliser's images of its prox). A node that ``g`` fixes (``g n = n``: it lies on a mirror
+        plane of the rule) has ``M(g z; n) = M(z; n)``; where ``g`` moves its prox, both are global minima,
+        the node sits where the prox jumps from one to the other and stands for both sides. Taking the
+        prox found alone breaks the symmetries that exchange the sides by the node's weight, and makes
+        the integrals depend on which minimum a search met; the average over the stabiliser's images is
+        the same whichever it met."""
+        return [(nodes, sign[:, None] * z[:, nodes][index]) for nodes, index, sign in self.fixed]
 
     @property
     def ratio(self) -> float:
@@ -228,6 +255,16 @@ def fold_nodes(
         assigned[images] = True
     if not np.all(assigned):
         return None
+    fixed = []
+    for g, target in zip(group, maps, strict=True):
+        on_mirror = np.flatnonzero(target == np.arange(n))
+        if on_mirror.size:
+            fixed.append((on_mirror, *g.z_map(r)))
     return Fold(
-        representatives, np.ascontiguousarray(nodes[:, representatives]), position[representative], z_index, z_sign
+        representatives,
+        np.ascontiguousarray(nodes[:, representatives]),
+        position[representative],
+        z_index,
+        z_sign,
+        tuple(fixed),
     )

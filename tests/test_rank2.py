@@ -13,6 +13,7 @@ from attnphase.replica.declaration import DeclarationError, ElasticNet, UntiedDo
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import branches_of
 from attnphase.saddle.gauge import into_gauge, rotated
+from attnphase.saddle.scan import make_solver
 
 
 def rank_two(**changes) -> ap.AttentionModel:
@@ -94,3 +95,74 @@ def test_a_point_is_rotated_onto_the_gauge_without_changing_its_invariants():
         for a, b in (("m_1", "m_2"), ("theta_1", "theta_2")):  # the overlap vectors keep their norms
             assert np.hypot(moved[a], moved[b]) == pytest.approx(np.hypot(original[a], original[b]), rel=1e-12)
         assert moved["q_1_1"] + moved["q_2_2"] == pytest.approx(original["q_1_1"] + original["q_2_2"], rel=1e-12)
+
+
+def _at(expression: sp.Expr, values: dict[str, float]) -> float:
+    """``expression`` at the values of its symbols, given by name."""
+    return float(expression.subs({x: values[x.name] for x in expression.free_symbols}).evalf())
+
+
+def test_with_its_second_column_switched_off_the_rank_two_envelope_is_the_rank_one_envelope():
+    """``W = [w, 0]``: with ``q_1_2 = q_2_2 = V_1_2 = m_2 = theta_2 = 0`` the second column's fields are zero,
+    the prox stays there (the loss sees ``z z^T``, so its gradient in the second column vanishes at zero)
+    and the envelope and the energetic integrands of the first column are those of rank 1, term for term
+    (at random points; ``q_2_2`` is taken to 1e-40, where the teacher's conditional variance is finite)."""
+    one, two = derive(ap.paper_model()), derive(rank_two())
+    rng = np.random.default_rng(5)
+    renamed = {"q": "q_1_1", "m": "m_1", "V": "V_1_1", "theta": "theta_1"}
+    for _ in range(2):
+        first = dict(zip(("q", "m", "V", "theta"), rng.uniform(0.05, 0.3, 4), strict=True))
+        first["V"] = 5.0 + 10.0 * first["V"]
+        first["theta"] *= np.sqrt(first["q"] * 0.25) / 0.3  # below the Cauchy-Schwarz bound sqrt(q rho)
+        fields, xi, eta = rng.normal(size=2), rng.normal(size=2), rng.normal(size=2)
+        at_one = first | {str(c): v for c, v in one.constant_values().items()}
+        at_two = {renamed[name]: v for name, v in first.items()} | {str(c): v for c, v in two.constant_values().items()}
+        at_two |= {"q_1_2": 0.0, "V_1_2": 0.0, "m_2": 0.0, "theta_2": 0.0, "q_2_2": 1e-40, "V_2_2": 7.0}
+        for l in range(2):
+            at_one |= {f"z_{l + 1}": fields[l], f"xi_{l + 1}": xi[l], f"eta_{l + 1}": eta[l]}
+            at_two |= {f"z_{l + 1}_1": fields[l], f"z_{l + 1}_2": 0.0, f"xi_{l + 1}_1": xi[l], f"xi_{l + 1}_2": 0.3}
+            at_two[f"eta_{l + 1}"] = eta[l]
+        assert _at(two.envelope, at_two) == pytest.approx(_at(one.envelope, at_one), rel=1e-12)
+        for l in range(2):
+            assert abs(_at(sp.diff(two.envelope, two.z[2 * l + 1]), at_two)) < 1e-12
+        integrands = {x.name: e for x, e in two.energetic_integrands.items()}
+        for x, expression in one.energetic_integrands.items():
+            expected = _at(expression, at_one)
+            assert _at(integrands[renamed[x.name]], at_two) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+#: A start near the rank-2 semantic fixed point at alpha 2 (the second column orthogonal to the teacher).
+SEMANTIC_START = {
+    "q_1_1": 0.0858, "q_1_2": 0.0, "q_2_2": 0.032, "m_1": 0.0, "m_2": 0.0,
+    "V_1_1": 17.7, "V_1_2": 0.0, "V_2_2": 37.6, "theta_1": 0.130, "theta_2": 0.0,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rank_two_solver():
+    rule = ap.GaussHermite(6)
+    return make_solver(rank_two(), ap.SolverSettings(quadrature=rule, test_quadrature=rule))
+
+
+def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_any_rotation(rank_two_solver):
+    """On the semantic branch (gauge ``theta_2 = 0``) the fixed point converges with a regular Jacobian;
+    the held entry's equation, not solved, holds to rounding (the rule's nodes on mirror planes average
+    their tied proxes, so the folded map keeps the reflection of each column); the second column is
+    uncorrelated with the first (``q_1_2 = V_1_2 = 0``, the reflection's invariant subspace). A start
+    rotated by any angle is rotated back onto the gauge and gives the same point."""
+    solver = rank_two_solver
+    branch = solver.branch("semantic")
+    start = np.array([SEMANTIC_START[name] for name in solver.names])
+    point, _ = solver.solve(2.0, branch, start)
+    assert point.converged and point.branch == "semantic", point.status
+    assert point.symmetry_defect < 1e-12
+    values = dict(zip(point.names, point.values, strict=True))
+    assert abs(values["q_1_2"]) < 1e-12 and abs(values["V_1_2"]) < 1e-10
+    angle = 1.1
+    R = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    turned = rotated(point.values, solver.compiled.system.entries, R)
+    assert abs(dict(zip(point.names, turned, strict=True))["theta_2"]) > 0.1  # off the gauge
+    again, _ = solver.solve(2.0, branch, turned)
+    assert again.converged
+    np.testing.assert_allclose(np.abs(again.values), np.abs(point.values), rtol=1e-7, atol=1e-9)  # up to W -> -W
+    assert again.train_loss == pytest.approx(point.train_loss, rel=1e-9)

@@ -25,7 +25,7 @@ IDENTITY = (0, 1)
 def symmetries(solver, params) -> set[tuple]:
     rng = np.random.default_rng(1)
     found = envelope_symmetries(solver.envelope_at(params), 2, 1, 1, rng)
-    return {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in found}
+    return {(g.permutation, g.sign_xi[0], g.sign_eta[0], g.sign_z[0]) for g in found}
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +82,17 @@ def test_the_group_is_closed():
 
     def compose(a: SignedTokenPermutation, b: SignedTokenPermutation) -> tuple:
         perm = tuple(b.permutation[a.permutation[l]] for l in range(3))
-        return (perm, a.sign_xi * b.sign_xi, a.sign_eta * b.sign_eta, a.sign_z * b.sign_z)
+        signs = [tuple(x * y for x, y in zip(u, v, strict=True)) for u, v in zip(signs_of(a), signs_of(b), strict=True)]
+        return (perm, *signs)
 
-    group = candidates(3)
-    keys = {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in group}
-    assert len(group) == 8 * 6
-    assert all(compose(a, b) in keys for a in group for b in group)
+    def signs_of(g: SignedTokenPermutation) -> tuple:
+        return g.sign_xi, g.sign_eta, g.sign_z
+
+    for r, t in ((1, 1), (2, 1)):
+        group = candidates(3, r, t)
+        keys = {(g.permutation, *signs_of(g)) for g in group}
+        assert len(group) == 2 ** (2 * r + t) * 6
+        assert all(compose(a, b) in keys for a in group for b in group)
 
 
 def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_it():
@@ -118,3 +123,45 @@ def test_node_lookup_finds_every_image_of_a_rule_and_only_those():
     np.testing.assert_array_equal(found, expected)
     assert (found >= 0).all()
     assert (NodeLookup(nodes).indices(nodes + 0.01) == -1).all()
+
+
+def _rank_two_envelope(z: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """A stand-in for a rank-2 student's envelope (L = 2, r = 2, t = 1): a prior pulling each token's
+    field ``z_l`` to its nodes ``xi_l``, and a loss that sees the fields only through ``z z^T`` and the
+    teacher's fields only through ``eta eta^T``."""
+    xi, eta = nodes[:4].reshape(2, 2, -1), nodes[4:6]
+    fields = z.reshape(2, 2, -1)
+    gram = np.einsum("lis,kis->lks", fields, fields)
+    target = np.einsum("ls,ks->lks", eta, eta)
+    return 0.5 * ((fields - xi) ** 2).sum(axis=(0, 1)) + ((gram - target) ** 2).sum(axis=(0, 1))
+
+
+def test_each_column_of_a_rank_two_student_has_its_own_reflection():
+    """``W -> W diag(1, -1)`` is a rotation's reflection, not a global sign: the candidates carry one sign
+    per column, so the fold (and the ties on its mirror planes) see it."""
+    found = envelope_symmetries(_rank_two_envelope, 2, 2, 1, np.random.default_rng(2))
+    keys = {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in found}
+    assert (IDENTITY, (1, -1), (1,), (1, -1)) in keys  # the second column's reflection
+    assert (SWAP, (-1, 1), (-1,), (-1, 1)) in keys
+    assert (IDENTITY, (1, -1), (1,), (1, 1)) not in keys  # the nodes reflected without the prox
+    assert len(keys) == 2 * 4 * 2  # token swap, column signs, teacher sign
+
+
+def test_a_node_on_a_mirror_plane_stands_for_the_images_of_its_prox():
+    """On a rule folded by the token swap, the nodes with ``xi_1 = xi_2`` are their own images: their
+    stabiliser has two elements, and ``Fold.mirrored`` gives the swapped prox there (where the prox is not
+    swap-symmetric, an equally good minimiser), for the integrands to be averaged over both."""
+    from attnphase.saddle.symmetry import fold_nodes
+
+    rule = GaussHermite(4)
+    nodes, weights = rule.nodes(2)
+    swap = SignedTokenPermutation(SWAP, (1,), (), (1,))
+    fold = fold_nodes(nodes, weights, [swap], r=1, t=0)
+    assert fold is not None and fold.ratio > 1.5
+    on_plane = np.isclose(nodes[0], nodes[1])
+    np.testing.assert_array_equal(fold.stabiliser_sizes, np.where(on_plane, 2, 1))
+    z = nodes.copy()
+    z[0, on_plane] += 0.5  # the prox leans to token 1 on the plane
+    ((mirror_nodes, image),) = fold.mirrored(z)
+    np.testing.assert_array_equal(mirror_nodes, np.flatnonzero(on_plane))
+    np.testing.assert_array_equal(image, z[::-1][:, on_plane])
