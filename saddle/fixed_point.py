@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -739,8 +740,12 @@ class SaddlePointSolver:
     def in_gauge(self, values: np.ndarray, branch: Branch) -> np.ndarray:
         """``values`` rotated onto the slice of the branch's gauge (:func:`~attnphase.saddle.gauge.into_gauge`):
         the same weights up to a rotation of the student's columns, so the same observables."""
-        rotations = tuple(np.array(g.tolist(), dtype=float) for g in self.compiled.system.model.rotations())
-        return into_gauge(values, self.compiled.system.entries, rotations, self.gauge_mask(branch))
+        return into_gauge(values, self.compiled.system.entries, self._rotations, self.gauge_mask(branch))
+
+    @cached_property
+    def _rotations(self) -> tuple[np.ndarray, ...]:
+        """The declaration's rotation generators as arrays (they depend on its structure only)."""
+        return tuple(np.array(g.tolist(), dtype=float) for g in self.compiled.system.model.rotations())
 
     def gauge_mask(self, branch: Branch) -> np.ndarray:
         """True for the order parameters ``branch`` holds at zero to fix the gauge of the declaration's

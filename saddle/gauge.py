@@ -26,11 +26,10 @@ def rotated(values: np.ndarray, entries: Sequence[OrderParameter], rotation: np.
     """The order parameters ``values`` (one per entry of ``entries``) of the weights ``W R``."""
     matrices: dict[tuple[str, int], np.ndarray] = {}
     size = rotation.shape[0]
+    teacher_rank = 1 + max((e.entry[0] for e in entries if e.family == "theta"), default=0)
+    shapes = {"q": (size, size), "V": (size, size), "m": (size, 1), "theta": (teacher_rank, size)}
     for value, e in zip(values, entries, strict=True):
-        shape = {"q": (size, size), "V": (size, size), "m": (size, 1)}.get(e.family)
-        if shape is None:
-            shape = (max(x.entry[0] for x in entries if x.family == "theta") + 1, size)
-        matrix = matrices.setdefault((e.family, e.group), np.zeros(shape))
+        matrix = matrices.setdefault((e.family, e.group), np.zeros(shapes[e.family]))
         matrix[e.entry] = value
         if e.family in ("q", "V"):
             matrix[e.entry[::-1]] = value
