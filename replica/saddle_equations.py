@@ -464,25 +464,81 @@ def derive(model: AttentionModel) -> ReplicaSystem:
     return cached if cached.model == model else replace(cached, model=model)
 
 
-def _derive(model: AttentionModel) -> ReplicaSystem:
+@dataclass(frozen=True)
+class _Setting:
+    """What every stage of the derivation reads: the declaration's sizes (``L`` tokens, student rank
+    ``r``, teacher rank ``t``), its numbers as named constants, the reduced order parameters, the
+    spectra's symbols (atom weights ``weight``, per-class spectra ``gamma``, ``trace_sigma`` = tr Sigma_c / d)
+    and the label indicators that select each token's cluster."""
+
+    model: AttentionModel
+    consts: dict[str, sp.Symbol]
+    par: ReducedParameters
+    alpha: sp.Symbol
+    strengths: dict[str, sp.Symbol]
+    classes: tuple[int, ...]
+    basis: tuple[int, ...]
+    weight: list[sp.Symbol]
+    gamma: list[list[sp.Symbol]]
+    trace_sigma: list[sp.Expr]
+    labels: LabelIndicators
+    sigma_tilde: sp.Matrix
+
+    @classmethod
+    def of(cls, model: AttentionModel) -> _Setting:
+        consts = _named_constants(model)
+        classes = tuple(model.tokens.covariance_classes())
+        n_classes = max(classes) + 1
+        n_atoms = len(model.tokens.variances)
+        weight = [consts[f"w_{a + 1}"] for a in range(n_atoms)]
+        gamma = [[consts[f"gamma_{a + 1}_{c + 1}"] for c in range(n_classes)] for a in range(n_atoms)]
+        # rho_c = Q*^T Sigma_c Q*/d with iid standard teacher entries; Sigma_tilde_c = tr Sigma_c / d.
+        trace_sigma = [sp.Add(*[weight[a] * gamma[a][c] for a in range(n_atoms)]) for c in range(n_classes)]
+        labels = LabelIndicators.of(model)
+        sigma_tilde = sp.diag(*[labels.select(l, lambda j: trace_sigma[classes[j]]) for l in range(model.length)])
+        return cls(
+            model=model,
+            consts=consts,
+            par=model.reduced_parameters(),
+            alpha=sp.Symbol("alpha", positive=True),
+            strengths={name: consts[name] for name in model.regulariser.constants()},
+            classes=classes,
+            basis=model.independent_classes(),
+            weight=weight,
+            gamma=gamma,
+            trace_sigma=trace_sigma,
+            labels=labels,
+            sigma_tilde=sigma_tilde,
+        )
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """The fields of every token (THEORY.md sec. 2, 8) in the Gaussian nodes ``xi`` (student) and ``eta``
+    (teacher): the student's ``omega`` and the teacher's ``hstar`` (rows: tokens), the prox variables
+    ``z``, the responses ``V`` per covariance class, the per-token overlaps, and per token the law of
+    its fields in each of its clusters: ``(cluster, mean, factor B, standard nodes)`` with the fields
+    ``mean + B n``."""
+
+    nodes: tuple[sp.Symbol, ...]
+    z: sp.Matrix
+    omega: sp.Matrix
+    hstar: sp.Matrix
+    V_of: list[sp.Matrix]
+    per_token: dict[str, sp.Expr | sp.Matrix]
+    field_law: list[list[tuple[int, sp.Matrix, sp.Matrix, sp.Matrix]]]
+
+
+def _fields(s: _Setting) -> _Fields:
+    """The fields in terms of the reduced parameters: the mean of token ``l`` in cluster ``j`` is
+    ``(p_l + mu_j)^T Q / sqrt(d) = sum_k (P_lk + M_jk) mu_k``, its fluctuation the Cholesky root of its
+    class's ``q`` times ``xi``; the teacher's field is conditioned on the student's (THEORY.md sec. 2)."""
+    model, par, labels, classes = s.model, s.par, s.labels, s.classes
     L, r, t = model.length, model.rank, model.teacher_rank
-    consts = _named_constants(model)
-    classes = model.tokens.covariance_classes()
-    n_classes = max(classes) + 1
-    n_atoms = len(model.tokens.variances)
     positions = model.positions.coefficient_matrix()
     n_dirs = model.positions.directions
-    par = model.reduced_parameters()
-    alpha = sp.Symbol("alpha", positive=True)
-    strengths = {name: consts[name] for name in model.regulariser.constants()}
-
-    weight = [consts[f"w_{a + 1}"] for a in range(n_atoms)]
-    gamma = [[consts[f"gamma_{a + 1}_{c + 1}"] for c in range(n_classes)] for a in range(n_atoms)]
-    # rho_c = Q*^T Sigma_c Q*/d with iid standard teacher entries; Sigma_tilde_c = tr Sigma_c / d.
-    trace_sigma = [sp.Add(*[weight[a] * gamma[a][c] for a in range(n_atoms)]) for c in range(n_classes)]
-    rho = [trace_sigma[c] * sp.eye(t) for c in range(n_classes)]
-    labels = LabelIndicators.of(model)
-    sigma_tilde = sp.diag(*[labels.select(l, lambda j: trace_sigma[classes[j]]) for l in range(L)])
+    n_classes = max(classes) + 1
+    rho = [s.trace_sigma[c] * sp.eye(t) for c in range(n_classes)]
 
     def indexed(base: str, cols: int):
         return lambda l, i: sp.Symbol(f"{base}_{l + 1}_{i + 1}" if cols > 1 else f"{base}_{l + 1}", real=True)
@@ -490,10 +546,6 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
     xi = sp.Matrix(L, r, indexed("xi", r))
     eta = sp.Matrix(L, t, indexed("eta", t))
     z = sp.Matrix(L, r, indexed("z", r))
-    nodes = tuple(xi) + tuple(eta) + labels.symbols
-
-    # ---- fields (THEORY.md sec. 2, 8), per token and cluster, in terms of the reduced parameters; the
-    # mean of token l in cluster j is (p_l + mu_j)^T Q / sqrt(d) = sum_k (P_lk + M_jk) mu_k
     zero_r = sp.zeros(r, 1)
     means = model.tokens.cluster_means(n_dirs)
 
@@ -501,9 +553,7 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         coefficients = [positions[l, k] + sp.nsimplify(means[j][k]) for k in range(n_dirs)]
         return sum((c * par.mu[k] for k, c in enumerate(coefficients)), zero_r)
 
-    basis = model.independent_classes()
-    n_groups = len(basis)
-    combination = _class_combinations(gamma, basis)
+    combination = _class_combinations(s.gamma, s.basis)
     q_of = [combination(c, par.q) for c in range(n_classes)]
     V_of = [combination(c, par.V) for c in range(n_classes)]
     theta_of = [combination(c, par.theta) for c in range(n_classes)]
@@ -515,7 +565,6 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         residual_roots.append(_cholesky(residual_cov) if theta_of[c].shape[0] else sp.zeros(t, t))
 
     omega_rows, hstar_rows, per_token = [], [], {}
-    # per token, the law of its fields in each of its clusters: (cluster, mean, factor B, standard nodes)
     field_law: list[list[tuple[int, sp.Matrix, sp.Matrix, sp.Matrix]]] = []
     for l in range(L):
         xi_l, eta_l = xi[l, :].T, eta[l, :].T
@@ -547,43 +596,79 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         for family, matrices, full in (("q", q_of, r > 1), ("V", V_of, r > 1), ("theta", theta_of, (r, t) != (1, 1))):
             value = labels.select(l, lambda j, matrices=matrices: matrices[classes[j]])
             per_token[f"{family}_{l + 1}"] = value if full else value[0, 0]
-    omega = sp.Matrix.vstack(*omega_rows)
-    hstar = sp.Matrix.vstack(*hstar_rows)
+    return _Fields(
+        nodes=tuple(xi) + tuple(eta) + labels.symbols,
+        z=z,
+        omega=sp.Matrix.vstack(*omega_rows),
+        hstar=sp.Matrix.vstack(*hstar_rows),
+        V_of=V_of,
+        per_token=per_token,
+        field_law=field_law,
+    )
 
-    # ---- loss and Moreau envelope (sec. 1, 3)
-    teacher = model.teacher.expression(hstar, consts)
-    student = model.student.expression(z, consts)
-    _check_rotations(model, consts)
+
+@dataclass(frozen=True)
+class _Envelope:
+    """The loss and the Moreau envelope ``M(z) = prior(z, fields) + loss(z, h*)`` (THEORY.md sec. 1, 3),
+    with the prior's fields ``fields_free`` left free (``field_values`` sets them to ``omega``), its
+    gradient and Hessian in ``z``."""
+
+    teacher: sp.Matrix
+    loss: sp.Expr
+    prior: sp.Expr
+    field_values: dict[sp.Symbol, sp.Expr]
+    envelope: sp.Expr
+    gradient: tuple[sp.Expr, ...]
+    hessian: tuple[tuple[sp.Expr, ...], ...]
+
+
+def _envelope(s: _Setting, f: _Fields) -> _Envelope:
+    """The square loss of the student's attention against the teacher's, weighted by each token's
+    ``Sigma_tilde``, and the envelope's prior ``sum_l (z_l - omega_l)^T V^-1 (z_l - omega_l) / 2``."""
+    model, labels = s.model, s.labels
+    L, r = model.length, model.rank
+    teacher = model.teacher.expression(f.hstar, s.consts)
+    student = model.student.expression(f.z, s.consts)
+    _check_rotations(model, s.consts)
     diff = teacher - student
-    loss = sp.Rational(1, 2) * (diff * sigma_tilde * diff.T).trace()
+    loss = sp.Rational(1, 2) * (diff * s.sigma_tilde * diff.T).trace()
 
     fields_free = sp.Matrix(L, r, lambda l, i: sp.Symbol(f"w_field_{l}_{i}", real=True))
+    z = f.z
     prior = sp.Add(
         *[
             sp.Rational(1, 2)
             * (
                 (z[l, :] - fields_free[l, :])
-                * labels.select(l, lambda j: V_of[classes[j]].inv())
+                * labels.select(l, lambda j: f.V_of[s.classes[j]].inv())
                 * (z[l, :] - fields_free[l, :]).T
             )[0, 0]
             for l in range(L)
         ]
     )
-    field_values = dict(zip(fields_free, omega, strict=True))
+    field_values = dict(zip(fields_free, f.omega, strict=True))
     envelope = prior.subs(field_values) + loss
-    z_flat = tuple(z)
-    gradient = tuple(sp.diff(envelope, zi) for zi in z_flat)
-    hessian = tuple(tuple(sp.diff(g, zj) for zj in z_flat) for g in gradient)
+    gradient = tuple(sp.diff(envelope, zi) for zi in tuple(z))
+    hessian = tuple(tuple(sp.diff(g, zj) for zj in tuple(z)) for g in gradient)
+    return _Envelope(teacher, loss, prior, field_values, envelope, gradient, hessian)
 
-    # ---- energetic integrands: envelope form dM/dX, and the score (integration-by-parts) form
-    energetic = {e.symbol: sp.diff(envelope, e.symbol) for e in par.entries}
-    direct = {e.symbol: sp.diff(prior, e.symbol).subs(field_values) for e in par.entries}  # fields held fixed
+
+def _energetic_integrands(
+    s: _Setting, f: _Fields, e: _Envelope
+) -> tuple[dict[sp.Symbol, sp.Expr], dict[sp.Symbol, tuple[sp.Expr, sp.Expr]]]:
+    """The energetic integrands of every order parameter ``X`` (THEORY.md sec. 4): the envelope form
+    ``dM/dX`` and the score (integration-by-parts) form ``(s_X, partial_X M)``, ``s_X`` the Gaussian score
+    of the field law, ``(C^-1 (y - mean))^T dmean + ((y - mean)^T C^-1 dC C^-1 (y - mean) - tr C^-1 dC) / 2``,
+    the partial derivative with the fields held fixed."""
+    par, labels = s.par, s.labels
+    energetic = {x.symbol: sp.diff(e.envelope, x.symbol) for x in par.entries}
+    direct = {x.symbol: sp.diff(e.prior, x.symbol).subs(e.field_values) for x in par.entries}  # fields held fixed
     score: dict[sp.Symbol, tuple[sp.Expr, sp.Expr]] = {}
     # the inverses depend neither on the parameter differentiated nor on the token within a
     # covariance class: compute them once per class
     inverses: dict[sp.ImmutableMatrix, tuple[sp.Matrix, sp.Matrix, sp.Matrix]] = {}
     laws = []  # per token: (cluster, mean, covariance, whitened nodes C^{-1}(y - mean) = B^{-T} n, C^{-1})
-    for law_l in field_law:
+    for law_l in f.field_law:
         laws.append([])
         for j, mean, factor, n_l in law_l:
             key = sp.ImmutableMatrix(factor)
@@ -592,12 +677,12 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
                 inverses[key] = (cov, factor.T.inv(), cov.inv())
             cov, factor_t_inv, cov_inv = inverses[key]
             laws[-1].append((j, mean, cov, factor_t_inv * n_l, cov_inv))
-    for e in par.entries:
+    for x in par.entries:
         s_total = sp.Integer(0)
         for l, law_l in enumerate(laws):
             terms = {}
             for j, mean, cov, whitened, cov_inv in law_l:
-                dmean, dcov = mean.diff(e.symbol), cov.diff(e.symbol)
+                dmean, dcov = mean.diff(x.symbol), cov.diff(x.symbol)
                 term = sp.Integer(0)
                 if not dmean.is_zero_matrix:
                     term += (whitened.T * dmean)[0, 0]
@@ -605,33 +690,61 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
                     term += sp.Rational(1, 2) * ((whitened.T * dcov * whitened)[0, 0] - (cov_inv * dcov).trace())
                 terms[j] = term
             s_total += labels.select(l, lambda j, terms=terms: terms[j])
-        score[e.symbol] = (s_total, direct[e.symbol])
+        score[x.symbol] = (s_total, direct[x.symbol])
+    return energetic, score
 
-    # ---- free entropy (sec. 3)
+
+def _trace_terms(s: _Setting) -> sp.Expr:
+    """The coupling of the order parameters to their conjugates in ``Phi`` (THEORY.md sec. 3):
+    ``sum_c [tr(Vhat q)/2 - tr(qhat V)/2 - tr(thetahat^T theta)] - sum_k mhat_k . m_k``."""
+    par = s.par
     trace_terms = sp.Integer(0)
-    for c in range(n_groups):
+    for c in range(len(s.basis)):
         trace_terms += sp.Rational(1, 2) * (par.Vhat[c] * par.q[c]).trace()
         trace_terms -= sp.Rational(1, 2) * (par.qhat[c] * par.V[c]).trace()
         trace_terms -= (par.thetahat[c].T * par.theta[c]).trace()
-    for k in range(n_dirs):
+    for k in range(s.model.positions.directions):
         trace_terms -= (par.muhat[k].T * par.mu[k])[0, 0]
+    return trace_terms
 
+
+def _entropic_potential(s: _Setting) -> sp.Expr:
+    """``Psi_w`` (THEORY.md sec. 3): per spectral atom, the regulariser's potential of the law of the
+    field the prior sees there; it couples ``Q`` to the independent classes' conjugates only."""
+    model, par = s.model, s.par
+    r, t = model.rank, model.teacher_rank
     psi_w = sp.Integer(0)
-    for a in range(n_atoms):
-        # the prior couples Q to the independent classes' conjugates only (THEORY.md sec. 3)
-        spectrum = [gamma[a][c] for c in basis]
+    for a in range(len(s.weight)):
+        spectrum = [s.gamma[a][c] for c in s.basis]
         theta_sum = sum((g * par.thetahat[b] for b, g in enumerate(spectrum)), sp.zeros(t, r))
         law = FieldLaw(
             a_matrix=sum((g * par.Vhat[b] for b, g in enumerate(spectrum)), sp.zeros(r, r)),
             covariance=sum((g * par.qhat[b] for b, g in enumerate(spectrum)), sp.zeros(r, r)) + theta_sum.T * theta_sum,
-            weight=weight[a],
-            directions=tuple(par.muhat[k] for k in range(n_dirs) if model.positions.atom_of(k) == a),
+            weight=s.weight[a],
+            directions=tuple(
+                par.muhat[k] for k in range(model.positions.directions) if model.positions.atom_of(k) == a
+            ),
         )
-        psi_w += model.regulariser.entropic_potential(law, strengths)
+        psi_w += model.regulariser.entropic_potential(law, s.strengths)
+    return psi_w
 
-    psi_out = sp.Symbol("Psi_out", real=True)
-    free_entropy = trace_terms + psi_w + alpha * psi_out
 
+@dataclass(frozen=True)
+class _Stationarity:
+    """The saddle-point equations (THEORY.md sec. 4) solved for the updates: each conjugate from
+    ``dPhi/dX = 0`` given the energetic expectations ``E[dM/dX]`` (``expectations``), each order parameter
+    from ``dPhi/dXhat = 0`` (closed form), and ``dPhi/dX`` itself (``gradient``)."""
+
+    expectations: dict[sp.Symbol, sp.Symbol]
+    conjugate_updates: dict[sp.Symbol, sp.Expr]
+    order_updates: dict[sp.Symbol, sp.Expr]
+    gradient: dict[sp.Symbol, sp.Expr]
+
+
+def _stationarity(s: _Setting, trace_terms: sp.Expr, psi_w: sp.Expr) -> _Stationarity:
+    """Each stationarity condition is linear in the variable paired with the one differentiated
+    (:func:`_solve_linear`)."""
+    par, alpha = s.par, s.alpha
     expectations = {e.symbol: sp.Symbol(f"E_d{e.symbol.name}", real=True) for e in par.entries}
     conjugate_updates: dict[sp.Symbol, sp.Expr] = {}
     order_updates: dict[sp.Symbol, sp.Expr] = {}
@@ -645,47 +758,59 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         paired = sp.diff(trace_terms, e.conjugate)
         (partner,) = paired.free_symbols & order_symbols
         order_updates[partner] = _simplified(_solve_linear(paired + sp.diff(psi_w, e.conjugate), partner))
-    conjugate_updates = {e.conjugate: conjugate_updates[e.conjugate] for e in par.entries}
-    order_updates = {e.symbol: order_updates[e.symbol] for e in par.entries}
+    return _Stationarity(
+        expectations=expectations,
+        conjugate_updates={e.conjugate: conjugate_updates[e.conjugate] for e in par.entries},
+        order_updates={e.symbol: order_updates[e.symbol] for e in par.entries},
+        gradient={e.symbol: sp.diff(trace_terms, e.symbol) - alpha * expectations[e.symbol] for e in par.entries},
+    )
 
-    free_entropy_gradient = {
-        e.symbol: sp.diff(trace_terms, e.symbol) - alpha * expectations[e.symbol] for e in par.entries
-    }
+
+def _derive(model: AttentionModel) -> ReplicaSystem:
+    """The derivation in its stages: the setting, the fields, the envelope, the energetic integrands,
+    the free entropy and its stationarity conditions."""
+    s = _Setting.of(model)
+    fields = _fields(s)
+    envelope = _envelope(s, fields)
+    energetic, score = _energetic_integrands(s, fields, envelope)
+    trace_terms, psi_w = _trace_terms(s), _entropic_potential(s)
+    psi_out = sp.Symbol("Psi_out", real=True)
+    stationarity = _stationarity(s, trace_terms, psi_w)
     # E[g(w*)] = -sum_s s dPsi_w/ds: g is linear in each of its strengths s (envelope theorem)
-    regulariser_energy = _simplified(-sum(s * sp.diff(psi_w, s) for s in strengths.values()))
-    test_error = sp.Rational(2, L) * loss.subs(dict(zip(z_flat, tuple(omega), strict=True)))
-
+    regulariser_energy = _simplified(-sum(k * sp.diff(psi_w, k) for k in s.strengths.values()))
+    z_flat = tuple(fields.z)
+    test_error = sp.Rational(2, model.length) * envelope.loss.subs(dict(zip(z_flat, tuple(fields.omega), strict=True)))
     return ReplicaSystem(
         model=model,
-        parameters=par,
-        alpha=alpha,
-        constants=tuple(consts[name] for name in model.constants()),
-        nodes=nodes,
-        labels=labels,
+        parameters=s.par,
+        alpha=s.alpha,
+        constants=tuple(s.consts[name] for name in model.constants()),
+        nodes=fields.nodes,
+        labels=s.labels,
         z=z_flat,
-        student_fields=omega,
-        teacher_fields=hstar,
-        teacher_attention=teacher,
-        sigma_tilde=sigma_tilde,
-        teacher_overlap=tuple(trace_sigma[c] for c in basis),
-        per_token=per_token,
-        loss=loss,
-        envelope=envelope,
-        envelope_gradient=gradient,
-        envelope_hessian=hessian,
-        prox_starts=_prox_starts(omega, hstar),
+        student_fields=fields.omega,
+        teacher_fields=fields.hstar,
+        teacher_attention=envelope.teacher,
+        sigma_tilde=s.sigma_tilde,
+        teacher_overlap=tuple(s.trace_sigma[c] for c in s.basis),
+        per_token=fields.per_token,
+        loss=envelope.loss,
+        envelope=envelope.envelope,
+        envelope_gradient=envelope.gradient,
+        envelope_hessian=envelope.hessian,
+        prox_starts=_prox_starts(fields.omega, fields.hstar),
         energetic_integrands=energetic,
         score_integrands=score,
-        expectations=expectations,
-        conjugate_updates=conjugate_updates,
-        order_updates=order_updates,
+        expectations=stationarity.expectations,
+        conjugate_updates=stationarity.conjugate_updates,
+        order_updates=stationarity.order_updates,
         entropic_potential=psi_w,
         trace_terms=trace_terms,
         psi_out=psi_out,
-        free_entropy=free_entropy,
+        free_entropy=trace_terms + psi_w + s.alpha * psi_out,
         regulariser_energy=regulariser_energy,
         test_error_integrand=test_error,
-        free_entropy_gradient=free_entropy_gradient,
+        free_entropy_gradient=stationarity.gradient,
     )
 
 
