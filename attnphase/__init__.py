@@ -46,8 +46,9 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import ReplicaSystem, derive
 from attnphase.replica.variants import VARIANTS, Variant, variant
-from attnphase.saddle.fixed_point import FixedPoint, ProxSettings, SolverSettings
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
+from attnphase.saddle.settings import ProxSettings, SolverSettings
 
 if TYPE_CHECKING:
     from attnphase.experiments.finite_size import FiniteSizeResult, finite_size

@@ -29,10 +29,10 @@ from results_file import write_results
 import attnphase as ap
 from attnphase.baseline.linear import linear_baseline
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.settings import ProxSettings, SolverSettings
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
 RESULTS = Path(__file__).parent / "results"
@@ -79,7 +79,7 @@ def prox_starts() -> list[dict[str, object]]:
                 point = solvers[3].anchor(alpha, branch)
                 if not (point.converged and point.branch == branch.name):
                     continue
-                maps = {n: s.evaluate(point.values, alpha) for n, s in solvers.items()}
+                maps = {n: s.map.evaluate(point.values, alpha) for n, s in solvers.items()}
                 rows.append(
                     {"omega": omega, "alpha": alpha, "branch": branch.name}
                     | {

@@ -3,7 +3,7 @@
     python benchmarks/evaluations.py [--out benchmarks/results/evaluations.json]
 
 Counts are independent of the machine's load, unlike timings, so they compare code versions run
-on a shared machine. Every evaluation of ``F`` (:meth:`SaddlePointSolver.evaluate`) is counted
+on a shared machine. Every evaluation of ``F`` (:meth:`SaddleMap.evaluate`) is counted
 by the Gauss-Hermite order of the solver making it (the scan's rule and the coarser rules its
 anchors and rays are searched on) and by kind (``quick``: the two ``+-omega`` prox starts and the
 warm start, inside root searches; ``thorough``: every prox start, to verify a point; ``jacobian``: a
@@ -30,23 +30,24 @@ import numpy as np
 from results_file import write_results
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.fixed_point import SaddlePointSolver, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.saddle_map import SaddleMap
 from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.switching import along_ray
 
 SCAN_ALPHAS = np.round(0.5 + 0.25 * np.arange(9), 10)
 
 
 class EvaluationCounter:
-    """Counts and CPU seconds of :meth:`SaddlePointSolver.evaluate` by rule order and kind, and of the
-    passes that integrate the map's Jacobian (:meth:`SaddlePointSolver.expectation_jacobian`)."""
+    """Counts and CPU seconds of :meth:`SaddleMap.evaluate` by rule order and kind, and of the
+    passes that integrate the map's Jacobian (:meth:`SaddleMap.expectation_jacobian`)."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.seconds: Counter[str] = Counter()
-        self._evaluate = SaddlePointSolver.evaluate
-        self._jacobian = SaddlePointSolver.expectation_jacobian
+        self._evaluate = SaddleMap.evaluate
+        self._jacobian = SaddleMap.expectation_jacobian
 
     def _counted(self, key: str, function, *args):
         start = time.process_time()
@@ -59,21 +60,21 @@ class EvaluationCounter:
     def __enter__(self) -> EvaluationCounter:
         counter = self
 
-        def evaluate(solver, params, alpha, thorough=True):
-            key = f"order {solver.settings.quadrature.order}, {'thorough' if thorough else 'quick'}"
-            return counter._counted(key, counter._evaluate, solver, params, alpha, thorough)
+        def evaluate(saddle_map, params, alpha, thorough=True):
+            key = f"order {saddle_map.settings.quadrature.order}, {'thorough' if thorough else 'quick'}"
+            return counter._counted(key, counter._evaluate, saddle_map, params, alpha, thorough)
 
-        def expectation_jacobian(solver, ev):
-            key = f"order {solver.settings.quadrature.order}, jacobian"
-            return counter._counted(key, counter._jacobian, solver, ev)
+        def expectation_jacobian(saddle_map, ev):
+            key = f"order {saddle_map.settings.quadrature.order}, jacobian"
+            return counter._counted(key, counter._jacobian, saddle_map, ev)
 
-        SaddlePointSolver.evaluate = evaluate
-        SaddlePointSolver.expectation_jacobian = expectation_jacobian
+        SaddleMap.evaluate = evaluate
+        SaddleMap.expectation_jacobian = expectation_jacobian
         return self
 
     def __exit__(self, *_exc) -> None:
-        SaddlePointSolver.evaluate = self._evaluate
-        SaddlePointSolver.expectation_jacobian = self._jacobian
+        SaddleMap.evaluate = self._evaluate
+        SaddleMap.expectation_jacobian = self._jacobian
 
     def snapshot(self) -> dict[str, object]:
         """The counts and CPU seconds so far, and their totals."""
@@ -93,7 +94,7 @@ def scan_evaluations(counter: EvaluationCounter) -> dict[str, object]:
     """The tutorial's scan, per branch trace (module docstring)."""
     settings = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12), threshold_quadrature=None)
     solver = make_solver(paper_model(omega=0.35), settings)
-    solver.evaluate(solver.generic_guess(), 1.0)  # compile outside the count
+    solver.map.evaluate(solver.generic_guess(), 1.0)  # compile outside the count
     counter.reset()
     traces: dict[str, object] = {}
 

@@ -14,7 +14,7 @@ spread between rules is the measured quadrature error.
 2^20 points and four independent seeds (reused from an earlier result file when present),
 two ways: the fixed point solved on each Sobol rule
 (continued from the default rule's fixed point with its Jacobian), and ``-Phi`` on each Sobol
-rule at the default rule's fixed point (``SaddlePointSolver.free_entropy``: Phi is stationary,
+rule at the default rule's fixed point (``SaddleMap.free_entropy``: Phi is stationary,
 so this differs from the first by second order in the distance between the fixed points).
 The mean over seeds of the first is the reference; its standard error is the reference's own
 uncertainty.
@@ -39,9 +39,9 @@ from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import branches_of
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.settings import SolverSettings
 
 RULES = [
     GaussHermite(12),
@@ -99,7 +99,7 @@ def main() -> None:
     for rule in RULES:
         solver = make_solver(model, SolverSettings(quadrature=rule))
         started = time.perf_counter()
-        row: dict[str, object] = {"rule": rule.label, "nodes": int(solver.nodes.shape[1])}
+        row: dict[str, object] = {"rule": rule.label, "nodes": int(solver.map.nodes.shape[1])}
         for branch, alpha in POINTS:
             point, _ = solver.solve(alpha, branch, initial=anchors[(branch.name, alpha)].values)
             key = f"{branch.name}_{alpha:g}"
@@ -142,7 +142,7 @@ def reference_train_loss(previous: list[dict[str, object]], log2_points: int = 2
             for seed in REFERENCE_SEEDS:
                 started = time.perf_counter()
                 fine = make_solver(model, SolverSettings(quadrature=ScrambledSobol(log2_points, seed)))
-                stationary.append(-fine.free_entropy(point.values, point.conjugates, alpha))
+                stationary.append(-fine.map.free_entropy(point.values, point.conjugates, alpha))
                 refined, _ = fine.solve(alpha, branch, initial=point.values, jacobian=jacobian)
                 solved.append(refined.train_loss)
                 converged.append(refined.converged)
@@ -181,7 +181,7 @@ def correction_along_branches(seed: int = 1) -> list[dict[str, object]]:
         if branch.name not in ALONG:
             continue
         for point in trace_branch(default, branch, ALONG[branch.name]).converged():
-            independent = -sobol.free_entropy(point.values, point.conjugates, point.alpha)
+            independent = -sobol.map.free_entropy(point.values, point.conjugates, point.alpha)
             plain = point.train_loss - point.line_correction
             rows.append(
                 {

@@ -38,10 +38,10 @@ from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.compiled import compile_system
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.settings import ProxSettings, SolverSettings
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
 TARGET_SCAN_SECONDS = 10.0
@@ -92,8 +92,8 @@ def evaluation_seconds_by_order(model, point) -> dict[str, dict[str, float]]:
     timings = {}
     for order in TIMED_ORDERS:
         solver = make_solver(model, SolverSettings(quadrature=GaussHermite(order)))
-        solver.evaluate(point.values, point.alpha, thorough=False)
-        _, seconds = timed(lambda s=solver: s.evaluate(point.values, point.alpha, thorough=False))
+        solver.map.evaluate(point.values, point.alpha, thorough=False)
+        _, seconds = timed(lambda s=solver: s.map.evaluate(point.values, point.alpha, thorough=False))
         timings[str(order)] = {"nodes": int(GaussHermite(order).size(4)), "seconds": seconds}
     return timings
 
@@ -112,13 +112,13 @@ def main() -> None:
     system, results["derive_seconds"] = timed(lambda: derive(model))
     _, results["compile_seconds"] = timed(lambda: compile_system(system))
     solver = make_solver(model, settings)
-    _, results["jit_warmup_seconds"] = timed(lambda: solver.evaluate(solver.generic_guess(), 1.0))
+    _, results["jit_warmup_seconds"] = timed(lambda: solver.map.evaluate(solver.generic_guess(), 1.0))
     semantic = solver.branch("semantic")
     anchor, results["anchor_semantic_alpha2_seconds"] = timed(lambda: solver.anchor(2.0, semantic))
     point, seconds = timed(lambda: solver.solve(2.1, semantic, initial=anchor.values)[0])
     results["fixed_point_seconds"] = seconds
     results["fixed_point_evaluations"] = point.iterations
-    _, results["evaluation_seconds"] = timed(lambda: solver.evaluate(point.values, 2.1, thorough=False))
+    _, results["evaluation_seconds"] = timed(lambda: solver.map.evaluate(point.values, 2.1, thorough=False))
     results["evaluation_seconds_by_order"] = evaluation_seconds_by_order(model, point)
     _, results["stability_seconds"] = timed(lambda: assess(solver, point))
     reference_error = linear_baseline(solver.compiled.system).test_error

@@ -9,7 +9,7 @@ At each ``BRANCH:ALPHA`` (default ``semantic:1.5 positional:1.0``) the fixed poi
 against ``-Phi`` at the same point on finer rules: Gauss-Hermite 32 and 40, and scrambled Sobol 2^16
 with four independent seeds (mean and standard error). ``Phi`` is stationary at a fixed point, so
 these differ from the eps_t of fixed points solved on the finer rules by second order only
-(``SaddlePointSolver.free_entropy``). The relative gap to the Sobol mean is the measured error of the
+(``SaddleMap.free_entropy``). The relative gap to the Sobol mean is the measured error of the
 default rule. With ``--axes`` each record also holds the uncorrected eps_t of the default rule and the
 kink correction (``saddle.line_correction``, times alpha) computed along each node axis in turn; the
 reported eps_t corrects along the first axis only. Results are merged into the results file per
@@ -27,10 +27,10 @@ import numpy as np
 from results_file import write_results
 
 from attnphase.replica.variants import variant
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.line_correction import LineCorrection
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 SOBOL_SEEDS = 4
 SOBOL_LOG2 = 16
@@ -41,20 +41,23 @@ def axis_corrections(model, branch: str, alpha: float) -> dict[str, object]:
     node axis, at the fixed point of ``branch`` at ``alpha``."""
     solver = make_solver(model, SolverSettings(line_correction=False))
     point = solver.anchor(alpha, solver.branch(branch))
-    z, value, _ = solver.prox(point.values)
-    kernel_point = solver.kernel_point(point.values)
+    z, value, _ = solver.map.prox(point.values)
+    kernel_point = solver.overlaps.kernel_point(point.values)
 
     def prox(nodes, starts):
-        return solver.prox_from(nodes, kernel_point, starts)[:2]
+        return solver.map.prox_from(nodes, kernel_point, starts)[:2]
 
     corrections = [
         alpha
-        * LineCorrection(solver.nodes, solver.weights, 20, axis=axis, gaussian=solver.compiled.dimension)(
+        * LineCorrection(solver.map.nodes, solver.map.weights, 20, axis=axis, gaussian=solver.compiled.dimension)(
             z, value, prox
         )
         for axis in range(solver.compiled.dimension)
     ]
-    return {"uncorrected": -solver.free_entropy(point.values, point.conjugates, alpha), "axis_corrections": corrections}
+    return {
+        "uncorrected": -solver.map.free_entropy(point.values, point.conjugates, alpha),
+        "axis_corrections": corrections,
+    }
 
 
 def measure(name: str, points: list[tuple[str, float]], axes: bool = False) -> list[dict[str, object]]:
@@ -76,12 +79,12 @@ def measure(name: str, points: list[tuple[str, float]], axes: bool = False) -> l
         for order in (32, 40):
             rule = GaussHermite(order)
             solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
-            record[rule.label] = -solver.free_entropy(point.values, point.conjugates, alpha)
+            record[rule.label] = -solver.map.free_entropy(point.values, point.conjugates, alpha)
         sobol = []
         for seed in range(SOBOL_SEEDS):
             rule = ScrambledSobol(SOBOL_LOG2, seed)
             solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
-            sobol.append(-solver.free_entropy(point.values, point.conjugates, alpha))
+            sobol.append(-solver.map.free_entropy(point.values, point.conjugates, alpha))
         record["sobol_mean"] = float(np.mean(sobol))
         record["sobol_se"] = float(np.std(sobol, ddof=1) / np.sqrt(SOBOL_SEEDS))
         record["relative_error"] = abs(point.train_loss - record["sobol_mean"]) / record["sobol_mean"]

@@ -34,7 +34,7 @@ TARGET_SCAN_SECONDS = 180.0
 CHILD = """
 import json, sys, time
 from attnphase.replica.variants import variant
-from attnphase.saddle.fixed_point import SolverSettings
+from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
 from attnphase.experiments.scan_study import scan

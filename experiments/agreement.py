@@ -32,7 +32,7 @@ from attnphase.experiments.simulation import (
     with_family_norms,
 )
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.fixed_point import SaddlePointSolver
+from attnphase.saddle.solver import SaddlePointSolver
 
 COLUMNS = (
     "alpha",

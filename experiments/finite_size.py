@@ -43,8 +43,8 @@ from attnphase.experiments.simulation_figures import INIT_STYLE
 from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.solver import SaddlePointSolver
 
 #: The informed initialisations, each named as the branch it starts on in the paper (THEORY.md sec. 6).
 INFORMED_INITS = ("positional", "semantic")

@@ -28,10 +28,12 @@ from attnphase.experiments.parsing import EXTENT, GRID_POINTS
 from attnphase.experiments.storage import exclusive, read_table, start_run, write_table
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.switching import anchor
 from attnphase.saddle.validation import ALPHA, check
 
@@ -153,7 +155,7 @@ def _axis_values(
 ) -> np.ndarray:
     if extent is None:
         largest = max((abs(p[axis]) for p in found), default=0.0)
-        bound = max(abs(b) for b in solver.overlap_bounds(found[0].values)) if found else 0.5
+        bound = max(abs(b) for b in solver.overlaps.overlap_bounds(found[0].values)) if found else 0.5
         extent = MARGIN * largest if largest > 0 else bound
     return np.linspace(0.0, extent, points)
 

@@ -37,14 +37,11 @@ from attnphase.experiments.storage import (
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.continuation import Anchor, BranchEnd, BranchTrace
-from attnphase.saddle.fixed_point import (
-    FixedPoint,
-    ProxSettings,
-    SaddlePointSolver,
-    SolverSettings,
-)
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, make_rule
 from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
+from attnphase.saddle.settings import ProxSettings, SolverSettings
+from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.switching import anchor
 from attnphase.saddle.validation import check, check_type
 
@@ -284,7 +281,7 @@ def verify_point(solver: SaddlePointSolver, point: FixedPoint) -> str | None:
     """Why the stored ``point`` cannot be trusted as a converged fixed point of ``solver``, or ``None``.
 
     The point is observed again at its stored order parameters
-    (:meth:`~attnphase.saddle.fixed_point.SaddlePointSolver.observe`: one evaluation of the map and
+    (:meth:`~attnphase.saddle.solver.SaddlePointSolver.observe`: one evaluation of the map and
     every convergence check) and must pass every check; its stored conjugates, ``energy`` and
     ``test_error`` must agree with the recomputed ones, its ``train_loss - line_correction`` with the
     recomputed energy (the energy identity) and its ``free_entropy`` with ``-train_loss``.

@@ -37,8 +37,8 @@ from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.solver import SaddlePointSolver
 
 FRACTION_COLUMNS = ("alpha", "basin", "fraction", "count", "runs")
 

@@ -28,13 +28,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import (
-    Evaluation,
-    FixedPoint,
-    MemoisedMap,
-    SaddlePointSolver,
-    ScaledResidual,
-)
+from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.saddle_map import Evaluation, MemoisedMap, SaddleMap, ScaledResidual
+from attnphase.saddle.solver import SaddlePointSolver
 
 #: Arclength steps tried past a failed continuation step before giving up.
 MAX_ARC_STEPS = 40
@@ -91,9 +87,9 @@ class AlphaParameter:
         return (self.solver, value) if value > 0 else None
 
     @staticmethod
-    def drift(solver: SaddlePointSolver, ev: Evaluation, alpha: float) -> np.ndarray | None:
-        """``dF/dp`` at the evaluation ``ev``: in closed form (:meth:`SaddlePointSolver.alpha_derivative`)."""
-        return solver.alpha_derivative(ev, alpha)
+    def drift(saddle_map: SaddleMap, ev: Evaluation, alpha: float) -> np.ndarray | None:
+        """``dF/dp`` at the evaluation ``ev``: in closed form (:meth:`SaddleMap.alpha_derivative`)."""
+        return saddle_map.alpha_derivative(ev, alpha)
 
 
 class ConstantParameter:
@@ -115,7 +111,7 @@ class ConstantParameter:
         return self._solvers[value], self.alpha
 
     @staticmethod
-    def drift(solver: SaddlePointSolver, ev: Evaluation, alpha: float) -> np.ndarray | None:
+    def drift(saddle_map: SaddleMap, ev: Evaluation, alpha: float) -> np.ndarray | None:
         """``None``: the derivative of ``F`` in a constant is not derived, the path differences it."""
         return None
 
@@ -134,7 +130,7 @@ class ArclengthPath:
     ) -> None:
         self.branch, self.parameter = branch, parameter
         self.solver = parameter.solver
-        self.free = self.solver.free_mask(branch)
+        self.free = self.solver.overlaps.free_mask(branch)
         self.like = np.array(start[-1][0], dtype=float)
         self.weights = np.append(1.0 / (1.0 + np.abs(self.like[self.free])), 1.0)
         self.points = [np.append(np.asarray(values)[self.free], p) for values, p in start[-2:]]
@@ -152,7 +148,7 @@ class ArclengthPath:
         if where is None:
             return None
         solver, alpha = where
-        evaluate = self._maps.setdefault((p, thorough), MemoisedMap(solver, alpha, thorough))
+        evaluate = self._maps.setdefault((p, thorough), MemoisedMap(solver.map, alpha, thorough))
         return ScaledResidual(evaluate, self.free, self.like)
 
     def _residual(self, state: np.ndarray, thorough: bool) -> np.ndarray:
@@ -170,7 +166,7 @@ class ArclengthPath:
         if in_x is None:
             return None
         evaluate = residual.evaluate
-        drift = self.parameter.drift(evaluate.solver, evaluate(self.full(state)), evaluate.alpha)
+        drift = self.parameter.drift(evaluate.map, evaluate(self.full(state)), evaluate.alpha)
         if drift is None:
             h = 1e-6 * max(abs(p), 1e-2)
             in_p = (self._residual(np.append(x, p + h), thorough) - residual(x)) / h
@@ -214,7 +210,7 @@ class ArclengthPath:
         predicted = self.points[-1] + ds * tangent / self.weights
         state = predicted
         for thorough in (False, True):
-            state, _ = self.solver.root(_Bordered(self, thorough, tangent, predicted), state)
+            state, _ = self.solver.roots(_Bordered(self, thorough, tangent, predicted), state)
             point = self.observe(state)
             if point.converged or not np.all(np.isfinite(state)):
                 break
@@ -250,17 +246,17 @@ class ArclengthPath:
     def _more_symmetric(self, point: FixedPoint) -> bool:
         """``point`` converged onto a more symmetric branch than the path's: some overlap family the
         path's branch leaves free vanishes there, and no other family is non-zero."""
-        free = set(self.solver.seeded_families(self.branch))
-        return point.converged and set(self.solver.nonzero_families(point.values)) < free
+        free = set(self.solver.overlaps.free_families(self.branch))
+        return point.converged and set(self.solver.overlaps.nonzero_families(point.values)) < free
 
     def flipped(self, state: np.ndarray) -> tuple[tuple[str, ...], float]:
         """The overlap families whose leading entry changes sign between the last point and ``state``
-        or vanishes at ``state`` (:meth:`SaddlePointSolver.nonzero_families`), and the alpha where the
+        or vanishes at ``state`` (:meth:`OverlapGeometry.nonzero_families`), and the alpha where the
         first of them crosses zero (linear interpolation; NaN if none does)."""
         before, after = self.full(self.points[-1]), self.full(state)
-        bound = self.solver.overlap_bounds(before)
+        bound = self.solver.overlaps.overlap_bounds(before)
         # onto the symmetric branch: a family non-zero at the last point vanishes (as a point's label reads it)
-        gone = set(self.solver.nonzero_families(before)) - set(self.solver.nonzero_families(after))
+        gone = set(self.solver.overlaps.nonzero_families(before)) - set(self.solver.overlaps.nonzero_families(after))
         reached = np.isin(self.solver.families, list(gone))
         flips = np.flatnonzero((bound != 0) & ((np.sign(before) * np.sign(after) < 0) | reached))
         if flips.size == 0:
@@ -333,7 +329,7 @@ def continue_past(
         previous = path.points[-1]
         flipped, at = path.flipped(state)
         if flipped:  # through zero: the path crossed the more symmetric branch at a pitchfork
-            kept = [f for f in solver.nonzero_families(path.full(previous)) if f not in flipped]
+            kept = [f for f in solver.overlaps.nonzero_families(path.full(previous)) if f not in flipped]
             fold = path.fold(extreme, direction, wiggle)
             return ArcOutcome(fold, tuple(returned), merged=solver.compiled.system.label(kept), merged_at=at)
         path.points.append(state)
@@ -437,7 +433,7 @@ def continue_in_constant(
             break
         flipped, at = path.flipped(state)
         if flipped:
-            kept = [f for f in solver.nonzero_families(path.full(path.points[-1])) if f not in flipped]
+            kept = [f for f in solver.overlaps.nonzero_families(path.full(path.points[-1])) if f not in flipped]
             end, merged_at = f"merged into {solver.compiled.system.label(kept)}", at
             break
         path.points.append(state)

@@ -5,7 +5,7 @@ symmetry of the equations, so holding any subset of them at zero is an invariant
 saddle-point map sends it into itself (the ``symmetry_defect`` of every point measures this). A
 :class:`Branch` is such a subspace, searched for fixed points; it is named by the declaration's label
 of a point at which exactly the families it leaves free are non-zero. A point found there is labelled
-by what it converged to (:meth:`SaddlePointSolver.label_of`), which may be a more symmetric label when
+by what it converged to (:meth:`OverlapGeometry.label_of`), which may be a more symmetric label when
 the free overlaps vanish (the branch has merged into a more symmetric one).
 """
 

@@ -13,7 +13,7 @@ part of the range is found on that part, wherever it lies.
 Each continuation step predicts the next point by quadratic extrapolation of the last three (the
 first step from an anchor along the branch's tangent there, :meth:`SaddlePointSolver.tangent`) and
 corrects it with the solver's root search (Newton's method with the map's Jacobian in closed form,
-:meth:`SaddlePointSolver.root`). A failed step is retried from the last point, then halved (up to
+:class:`~attnphase.saddle.roots.RootFinder`). A failed step is retried from the last point, then halved (up to
 ``max_halvings`` times). If it still fails, the branch is followed in arclength from its last two
 points (:mod:`saddle.arclength`): either the path crosses the target (the step failed for want of a
 better start, and continuation in alpha goes on from the point solved there, or at the next grid
@@ -36,7 +36,8 @@ import numpy as np
 from attnphase.saddle.arclength import continue_past
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.extrapolation import lagrange
-from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
+from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.solver import SaddlePointSolver
 
 PointCallback = Callable[[FixedPoint], None]
 PointFinisher = Callable[[FixedPoint], FixedPoint]

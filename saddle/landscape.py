@@ -25,15 +25,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attnphase.saddle.fixed_point import (
-    CONVERGED,
-    STATUS_SEPARATOR,
-    Evaluation,
-    FixedPoint,
-    MemoisedMap,
-    SaddlePointSolver,
-    failed_checks,
-)
+from attnphase.saddle.fixed_point import CONVERGED, STATUS_SEPARATOR, FixedPoint, failed_checks
+from attnphase.saddle.saddle_map import Evaluation, MemoisedMap
+from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.validation import check_alpha
 
 #: Step of the finite differences of the gradient, as a fraction of each entry's Cauchy-Schwarz bound.
@@ -138,7 +132,7 @@ class ConstrainedSolver:
         """The constrained saddle point at ``alpha`` with the fixed entries at ``held``, from the
         order parameters ``initial`` (and ``multipliers``, by default the energetic conjugates there),
         and if that fails from the generic guess (:meth:`SaddlePointSolver.generic_guess`);
-        ``correct_kinks``: correct ``E[M*]`` for the kinks along lines (:meth:`SaddlePointSolver.kink_correction`),
+        ``correct_kinks``: correct ``E[M*]`` for the kinks along lines (:meth:`SaddleMap.kink_correction`),
         as the fixed points' training losses are."""
         check_alpha(alpha)
         held = np.asarray(held, dtype=float)
@@ -155,13 +149,13 @@ class ConstrainedSolver:
         start = self._params(initial[self.free], held, initial)
         if multipliers is None:
             with np.errstate(all="ignore"):
-                multipliers = self.solver.evaluate(start, alpha, thorough=False).conjugates[self.fixed_index]
+                multipliers = self.solver.map.evaluate(start, alpha, thorough=False).conjugates[self.fixed_index]
         evaluations = 0
         unknowns = np.concatenate([start[self.free], multipliers])
         for thorough in (False, True):
-            evaluate = MemoisedMap(self.solver, alpha, thorough)
+            evaluate = MemoisedMap(self.solver.map, alpha, thorough)
             residual = _ConstrainedResidual(self, evaluate, held, start)
-            unknowns, jacobian = self.solver.root(residual, unknowns, None if thorough else self._jacobian)
+            unknowns, jacobian = self.solver.roots(residual, unknowns, None if thorough else self._jacobian)
             if not thorough and jacobian is not None:
                 self._jacobian = jacobian
             evaluations += len(evaluate)
@@ -184,12 +178,12 @@ class ConstrainedSolver:
     def _equations_jacobian(self, ev: Evaluation, alpha: float, unknowns: np.ndarray, held: np.ndarray) -> np.ndarray:
         """``d _equations / d unknowns`` at the evaluation ``ev`` at ``alpha``: the multipliers replace the
         fixed entries' conjugates, the other conjugates move with the free entries
-        (:meth:`SaddlePointSolver.conjugate_jacobian`), and the entropic update is closed form."""
+        (:meth:`SaddleMap.conjugate_jacobian`), and the entropic update is closed form."""
         solver, n_free = self.solver, int(self.free.sum())
         x, multipliers = unknowns[:n_free], unknowns[n_free:]
         conjugates = self._conjugates(ev, multipliers)
         moved = np.zeros((len(solver.names), unknowns.size))  # d conjugates / d unknowns
-        moved[:, :n_free] = solver.conjugate_jacobian(ev, alpha)[:, self.free]
+        moved[:, :n_free] = solver.map.conjugate_jacobian(ev, alpha)[:, self.free]
         moved[self.fixed_index] = 0.0
         moved[self.fixed_index, n_free + np.arange(self.fixed_index.size)] = 1.0
         orders = solver.compiled.order_jacobian(conjugates, solver.consts) @ moved
@@ -218,12 +212,12 @@ class ConstrainedSolver:
         n_free = int(self.free.sum())
         params = self._params(unknowns[:n_free], held, np.zeros(len(solver.names)))
         with np.errstate(all="ignore"):
-            ev = solver.evaluate(params, alpha, thorough=True)
+            ev = solver.map.evaluate(params, alpha, thorough=True)
             conjugates = self._conjugates(ev, unknowns[n_free:])
             equations = self._equations(ev, unknowns, held)
             residual = float(np.abs(equations).max(initial=0.0)) if np.all(np.isfinite(equations)) else float("inf")
             stationary = correct_kinks and bool(residual <= solver.settings.accept)
-            observables = solver.loss_observables(params, conjugates, ev, alpha, correct_kinks=stationary)
+            observables = solver.map.loss_observables(params, conjugates, ev, alpha, correct_kinks=stationary)
             del observables["free_entropy"]  # -train_loss
             gradient = -compiled.gradient(np.array([alpha]), ev.expectations, params, conjugates, solver.consts)
             failed = solver.diagnose(params, replace(ev, conjugates=conjugates), residual, observables)
@@ -269,9 +263,9 @@ class Stability:
 def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
     """The Hessian of ``eps`` in every overlap entry at the fixed point ``point`` (THEORY.md sec. 3):
     by elimination from the Hessian of ``Phi`` (:func:`stability_by_elimination`), or, at a vanishing
-    student (:meth:`SaddlePointSolver.vanishes`), where ``Psi_out`` cannot be differenced in ``q``
+    student (:meth:`OverlapGeometry.vanishes`), where ``Psi_out`` cannot be differenced in ``q``
     (``q >= 0``), from the gradients of constrained points (:func:`stability_by_constraints`)."""
-    if solver.vanishes(point.values):
+    if solver.overlaps.vanishes(point.values):
         return stability_by_constraints(solver, point, step)
     return stability_by_elimination(solver, point, step)
 
@@ -299,15 +293,15 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     deltas[overlaps] = overlap_deltas
     deltas = np.where(deltas > 0, deltas, step)
     with np.errstate(all="ignore"):
-        evaluations = [solver.evaluate(x, alpha, thorough=True)]  # the warm prox start of the others
+        evaluations = [solver.map.evaluate(x, alpha, thorough=True)]  # the warm prox start of the others
         second = np.zeros((x.size, x.size))
         for j, delta in enumerate(deltas):
             moved = np.eye(x.size)[j] * delta
             if in_held[j]:
-                evaluations.append(solver.evaluate(x + moved, alpha, thorough=True))
+                evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=True))
                 second[:, j] = np.where(families == families[j], evaluations[-1].expectations / delta, 0.0)
                 continue
-            evaluations += [solver.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]
+            evaluations += [solver.map.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]
             second[:, j] = (evaluations[-2].expectations - evaluations[-1].expectations) / (2 * delta)
             second[in_held, j] = 0.0  # eps is even in a held family: no mixed derivative
         coupling = compiled.coupling
@@ -338,10 +332,10 @@ def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step:
     vanishes at the fixed point) within the family and zero outside it; elsewhere it is the central
     difference. Both are exact to order ``delta^2``. The constrained points need only their
     gradient, so their ``E[M*]`` is not corrected for kinks. Around a vanishing student
-    (:meth:`SaddlePointSolver.vanishes`) they have ``q`` of order ``delta^2``, where the score form's
+    (:meth:`OverlapGeometry.vanishes`) they have ``q`` of order ``delta^2``, where the score form's
     error grows as ``1/q``; they are solved in the envelope form, continuous there (the prox stays
     near ``z = 0``). An independent route to :func:`stability_by_elimination` (tests/test_landscape.py)."""
-    if solver.vanishes(point.values):
+    if solver.overlaps.vanishes(point.values):
         solver = solver.in_form("envelope")
     index, held_at_zero, deltas = _overlap_moves(solver, point.values, step)
     names = tuple(solver.names[i] for i in index)
@@ -391,7 +385,7 @@ def _overlap_moves(
 def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int], families: Sequence[str]) -> np.ndarray:
     """Each overlap entry's Cauchy-Schwarz bound, or the largest bound of its family's leading
     entries where the entry has none of its own."""
-    bound = solver.overlap_bounds(values)[list(index)]
+    bound = solver.overlaps.overlap_bounds(values)[list(index)]
     by_family: Mapping[str, float] = {f: bound[np.array(families) == f].max() for f in set(families)}
     return np.array([b if b > 0 else by_family[f] or 1.0 for b, f in zip(bound, families, strict=True)])
 

@@ -23,9 +23,11 @@ from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.compiled import compile_system
 from attnphase.saddle.continuation import BranchTrace, PointCallback, trace_branch
-from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver, SolverSettings
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.switching import anchor
 from attnphase.saddle.thresholds import (
     ABSENT,

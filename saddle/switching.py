@@ -32,8 +32,9 @@ import scipy.optimize
 
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.extrapolation import lagrange
-from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.landscape import ConstrainedPoint, ConstrainedSolver
+from attnphase.saddle.solver import SaddlePointSolver
 
 #: The ray's steps, as fractions of the family's Cauchy-Schwarz bound.
 RAY = (0.005, 0.01, 0.02, 0.04, 0.07, 0.11, 0.16, 0.22, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -61,7 +62,7 @@ def anchor(
         (family,) = set(subspace.zero) - set(branch.zero)
         points = [anchor(solver, alpha, subspace)] if subspace_points is None else subspace_points(subspace)
         for point in points:
-            if point.converged and family not in solver.nonzero_families(point.values):
+            if point.converged and family not in solver.overlaps.nonzero_families(point.values):
                 met = along_ray(solver, point, family, branch)
                 if met is not None:
                     return met
@@ -86,7 +87,7 @@ def _follow(solver: SaddlePointSolver, point: FixedPoint, family: str, target: B
     """:func:`along_ray` on ``solver``'s own rule."""
     entries = solver.compiled.system.entries
     index = next(i for i, e in enumerate(entries) if e.family == family and e.entry == (0, 0))
-    scale = solver.overlap_bounds(point.values)
+    scale = solver.overlaps.overlap_bounds(point.values)
     bound = float(scale[index])
     if not bound > 0:
         return None
@@ -118,7 +119,7 @@ def _predicted(solver, ray, s, before, previous, origin) -> tuple[np.ndarray, np
     stacked = [np.concatenate([p.values, p.conjugates[ray.fixed_index]]) for p in (first, last)]
     extrapolated = lagrange([s0, s1], stacked, s)
     n = values.size
-    if solver.domain_violations(extrapolated[:n]):
+    if solver.overlaps.domain_violations(extrapolated[:n]):
         return values, multipliers
     return extrapolated[:n], extrapolated[n:]
 

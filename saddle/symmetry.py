@@ -155,7 +155,7 @@ class Fold:
 
     def mirrored(self, z: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each element ``g`` of the group that fixes some nodes, those nodes and ``g`` applied to
-        their prox ``z`` (:meth:`SaddlePointSolver.integrated` averages each such node's integrands over
+        their prox ``z`` (:meth:`SaddleMap.integrated` averages each such node's integrands over
         its stabiliser's images of its prox). A node that ``g`` fixes (``g n = n``: it lies on a mirror
         plane of the rule) has ``M(g z; n) = M(z; n)``; where ``g`` moves its prox, both are global minima,
         the node sits where the prox jumps from one to the other and stands for both sides. Taking the

@@ -24,7 +24,8 @@ from scipy.optimize import brentq
 
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.continuation import BranchTrace
-from attnphase.saddle.fixed_point import FixedPoint, SaddlePointSolver
+from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.solver import SaddlePointSolver
 
 #: How a threshold came out: found (``value`` finite), absent from the scanned range, or bracketed
 #: on the grid but not resolved because a solve inside the bracket failed.

@@ -17,8 +17,9 @@ from attnphase.replica.declaration import (
     paper_model,
 )
 from attnphase.saddle.continuation import BranchTrace, trace_branch
-from attnphase.saddle.fixed_point import SaddlePointSolver, SolverSettings
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.solver import SaddlePointSolver
 
 REFERENCE_DIR = Path(__file__).parent / "data" / "reference"
 

@@ -18,10 +18,11 @@ from attnphase.replica.declaration import paper_model
 from attnphase.saddle import continuation
 from attnphase.saddle.arclength import ArcOutcome, continue_in_constant
 from attnphase.saddle.continuation import FOLD, MERGED, trace_branch
-from attnphase.saddle.fixed_point import FixedPoint, SolverSettings
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 GRID = [1.5, 1.58, 1.66, 1.74, 1.82, 1.9]
 

@@ -42,12 +42,12 @@ def test_order_parameters_outside_their_domain_are_named(paper_solver, semantic_
     names = semantic_point.names
     negative_v = semantic_point.values.copy()
     negative_v[names.index("V")] = -1.0
-    assert any(v.startswith("V not positive definite") for v in paper_solver.domain_violations(negative_v))
+    assert any(v.startswith("V not positive definite") for v in paper_solver.overlaps.domain_violations(negative_v))
     too_aligned = semantic_point.values.copy()
     q, rho = too_aligned[names.index("q")], 0.25  # sigma^2 of the paper's instance
     too_aligned[names.index("theta")] = 1.01 * np.sqrt(q * rho)
-    assert any("Cauchy-Schwarz" in v for v in paper_solver.domain_violations(too_aligned))
-    assert paper_solver.domain_violations(semantic_point.values) == []
+    assert any("Cauchy-Schwarz" in v for v in paper_solver.overlaps.domain_violations(too_aligned))
+    assert paper_solver.overlaps.domain_violations(semantic_point.values) == []
     observed = paper_solver.observe(negative_v, 2.0, paper_solver.branch("semantic"))
     assert "domain" in observed.failed_checks and not observed.converged
 
@@ -63,9 +63,9 @@ def test_a_point_is_labelled_by_the_overlaps_it_converged_to_not_by_the_branch_s
         assert paper_solver.observe(semantic.values, 2.0, paper_solver.branch(searched)).branch == "semantic"
     tilted = semantic.values.copy()
     tilted[semantic.names.index("m")] = 0.1  # both overlaps non-zero: a mixed point (not a fixed point)
-    assert paper_solver.label_of(tilted) == "mixed"
+    assert paper_solver.overlaps.label_of(tilted) == "mixed"
     tilted[semantic.names.index("m")] = 1e-5 * np.sqrt(semantic["q"] / 0.25)  # below 1e-3 of its bound
-    assert paper_solver.label_of(tilted) == "semantic"
+    assert paper_solver.overlaps.label_of(tilted) == "semantic"
 
 
 def _independently_valid(row) -> list[str]:
@@ -136,7 +136,7 @@ def test_a_kink_correction_larger_than_its_tolerance_is_flagged(semantic_point):
     """The kink correction refines eps_t by ~1e-3 relative (docs/validation.md); a larger one means it
     failed (seen on a second positional solution at omega = 0.2, where it reached -0.9 against an
     energy of 5e-3), so a point whose correction exceeds ``kink_tolerance`` of its energy is flagged."""
-    from attnphase.saddle.fixed_point import SolverSettings
+    from attnphase.saddle.settings import SolverSettings
     from attnphase.saddle.scan import make_solver
 
     ratio = abs(semantic_point.line_correction) / semantic_point.energy

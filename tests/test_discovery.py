@@ -8,9 +8,9 @@ import pytest
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle import continuation
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 GRID = np.arange(0.1, 2.51, 0.2).round(6).tolist()
 

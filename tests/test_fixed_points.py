@@ -14,9 +14,10 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import Branch, branches_of
-from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.saddle_map import residual_norm
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import ProxSettings, SolverSettings
 from attnphase.saddle.validation import ParameterError
 
 
@@ -37,9 +38,9 @@ def test_every_reported_fixed_point_satisfies_its_equations_on_the_unfolded_rule
     points = [p for p in all_points(reference_traces) if p.converged]
     assert len(points) >= 10
     for point in points:
-        updated = plain.evaluate(point.values, point.alpha).updated
-        free = plain.free_mask(plain.branch(point.branch))
-        assert plain.residual_norm(point.values[free], updated[free]) <= 1e-8, (point.branch, point.alpha)
+        updated = plain.map.evaluate(point.values, point.alpha).updated
+        free = plain.overlaps.free_mask(plain.branch(point.branch))
+        assert residual_norm(point.values[free], updated[free]) <= 1e-8, (point.branch, point.alpha)
         assert np.all(np.abs(updated[~free]) <= 1e-12), (point.branch, point.alpha)
 
 
@@ -87,11 +88,11 @@ def test_envelope_and_integration_by_parts_forms_agree(paper_solver, reference_t
     branch = solver.branch(name)
     start = min(reference_traces[name].points, key=lambda p: abs(p.alpha - alpha))
     point, _ = solver.solve(alpha, branch, initial=start.values)
-    z, _, _ = solver.prox(point.values)
+    z, _, _ = solver.map.prox(point.values)
     c = solver.compiled
-    envelope = c.energetic(z, solver.nodes, solver.weights, point.values, solver.consts)[2:]
-    score = c.score(z, solver.nodes, solver.weights, point.values, solver.consts)[2:]
-    free = solver.free_mask(branch)
+    envelope = c.energetic(z, solver.map.nodes, solver.map.weights, point.values, solver.consts)[2:]
+    score = c.score(z, solver.map.nodes, solver.map.weights, point.values, solver.consts)[2:]
+    free = solver.overlaps.free_mask(branch)
     scale = np.abs(score[free]).max()
     np.testing.assert_allclose(envelope[free], score[free], atol=0.02 * scale)
 
@@ -100,9 +101,9 @@ def test_more_prox_starts_change_nothing(paper_solver, reference_traces):
     """The multi-start prox is global: more start directions leave F unchanged (to the
     prox's own convergence, well below the fixed-point tolerance 1e-8)."""
     point = reference_traces["positional"].points[-1]
-    base = paper_solver.evaluate(point.values, point.alpha)
+    base = paper_solver.map.evaluate(point.values, point.alpha)
     many = make_solver(paper_model(), SolverSettings(prox=ProxSettings(extra_directions=8, seed=3)))
-    other = many.evaluate(point.values, point.alpha)
+    other = many.map.evaluate(point.values, point.alpha)
     np.testing.assert_allclose(other.updated, base.updated, rtol=1e-8, atol=1e-14)
     assert other.mean_envelope == pytest.approx(base.mean_envelope, rel=1e-12)
 
@@ -112,9 +113,9 @@ def test_random_prox_starts_are_added_beyond_two_prox_coordinates(paper_solver, 
     random start directions by default."""
     rule = GaussHermite(5)
     three = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
-    assert paper_solver.compiled.prox_dimension == 2 and len(paper_solver._directions) == 0
-    assert three.compiled.prox_dimension == 3 and len(three._directions) == 3
-    assert len(make_solver(three_token_model, SolverSettings(prox=ProxSettings(extra_directions=0)))._directions) == 0
+    assert paper_solver.compiled.prox_dimension == 2 and len(paper_solver.map._directions) == 0
+    assert three.compiled.prox_dimension == 3 and len(three.map._directions) == 3
+    assert len(make_solver(three_token_model, SolverSettings(prox=ProxSettings(extra_directions=0))).map._directions) == 0
 
 
 def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(three_token_model):
@@ -131,11 +132,11 @@ def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_
     default = solver()
     point = default.anchor(2.0, default.branch("agnostic"))
     assert point.converged and point.branch == "agnostic"
-    found = default.evaluate(point.values, point.alpha)
-    declared = solver(extra_directions=0).evaluate(point.values, point.alpha)
+    found = default.map.evaluate(point.values, point.alpha)
+    declared = solver(extra_directions=0).map.evaluate(point.values, point.alpha)
     assert found.mean_envelope < declared.mean_envelope - 1e-14
     assert np.abs(found.updated - declared.updated).max() > 1e-9
-    many = solver(extra_directions=12, seed=7).evaluate(point.values, point.alpha)
+    many = solver(extra_directions=12, seed=7).map.evaluate(point.values, point.alpha)
     np.testing.assert_allclose(many.updated, found.updated, rtol=1e-9, atol=1e-12)
     assert many.mean_envelope == pytest.approx(found.mean_envelope, rel=1e-13)
 
@@ -144,7 +145,7 @@ def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):
     """The zero overlaps of a branch stay zero under F to rounding (exact symmetry)."""
     for name, zero in (("positional", "theta"), ("semantic", "m"), ("agnostic", "theta")):
         point = reference_traces[name].points[0]
-        updated = paper_solver.evaluate(point.values, point.alpha).updated
+        updated = paper_solver.map.evaluate(point.values, point.alpha).updated
         assert abs(updated[paper_solver.names.index(zero)]) < 1e-12
 
 
@@ -173,7 +174,7 @@ def test_a_misleading_carried_jacobian_is_replaced_by_a_fresh_estimate(paper_sol
         evaluations.append(x)
         return np.tanh(matrix @ (x - root))
 
-    x, jacobian = paper_solver.root(residual, np.zeros(n), jacobian=-matrix)
+    x, jacobian = paper_solver.roots(residual, np.zeros(n), jacobian=-matrix)
     assert np.abs(residual(x)).max() <= paper_solver.settings.tolerance
     assert jacobian is not None
     assert len(evaluations) <= 36  # 46 when the carried estimate is only corrected by Broyden's updates

@@ -18,10 +18,11 @@ import pytest
 
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.arclength import AlphaParameter, ArclengthPath, _Bordered
-from attnphase.saddle.fixed_point import MemoisedMap, ScaledResidual, SolverSettings
 from attnphase.saddle.landscape import ConstrainedSolver, _ConstrainedResidual
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.saddle_map import MemoisedMap, ScaledResidual
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 SETTINGS = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12))
 
@@ -53,7 +54,7 @@ def assert_close_to_differences(exact: np.ndarray, differences: np.ndarray, tole
 def converged_points(solver, alpha):
     """The converged anchor of every branch at ``alpha`` (at least two, among them a non-symmetric one)."""
     points = [solver.anchor(alpha, branch) for branch in solver.branches]
-    points = [p for p in points if p.converged and not solver.vanishes(p.values)]
+    points = [p for p in points if p.converged and not solver.overlaps.vanishes(p.values)]
     assert len(points) >= 2 and any(p.branch != solver.most_symmetric.name for p in points)
     return points
 
@@ -67,11 +68,11 @@ def test_the_map_jacobian_equals_central_differences_of_the_map(omega, sigma, la
     solver = make_solver(paper_model(omega=omega, sigma=sigma, lam=lam, A=A), SETTINGS)
     for point in converged_points(solver, alpha):
         for form, tolerance in (("score", 1e-5), ("envelope", 2e-3)):
-            evaluate = MemoisedMap(solver.in_form(form), alpha, thorough=True)
+            evaluate = MemoisedMap(solver.in_form(form).map, alpha, thorough=True)
             exact = evaluate.jacobian(point.values)
             differences = central_differences(lambda x, ev=evaluate: ev(x).updated, point.values)
             if form == "envelope":
-                free = np.ix_(*[solver.free_mask(solver.branch(point.branch))] * 2)
+                free = np.ix_(*[solver.overlaps.free_mask(solver.branch(point.branch))] * 2)
                 exact, differences = exact[free], differences[free]
             assert_close_to_differences(exact, differences, tolerance, f"{form} {point.branch}")
 
@@ -84,11 +85,11 @@ def test_the_alpha_derivative_and_the_scaled_residual_equal_their_differences():
     point = solver.anchor(1.0, solver.branch("positional"))
     assert point.converged and point.branch == "positional"
     h = 1e-6
-    maps = {a: MemoisedMap(solver, a, thorough=True) for a in (point.alpha - h, point.alpha, point.alpha + h)}
-    drift = solver.alpha_derivative(maps[point.alpha](point.values), point.alpha)
+    maps = {a: MemoisedMap(solver.map, a, thorough=True) for a in (point.alpha - h, point.alpha, point.alpha + h)}
+    drift = solver.map.alpha_derivative(maps[point.alpha](point.values), point.alpha)
     difference = (maps[point.alpha + h](point.values).updated - maps[point.alpha - h](point.values).updated) / (2 * h)
     assert_close_to_differences(drift, difference, 1e-6, "dF/dalpha")
-    free = solver.free_mask(solver.branch("positional"))
+    free = solver.overlaps.free_mask(solver.branch("positional"))
     residual = ScaledResidual(maps[point.alpha], free, point.values)
     x = point.values[free]
     assert_close_to_differences(residual.jacobian(x), central_differences(residual, x), 1e-5, "scaled residual")
@@ -102,9 +103,9 @@ def test_the_constrained_equations_jacobian_equals_their_differences():
     constrained = ConstrainedSolver(solver, ("m", "theta"))
     held = np.array([0.8 * point["m"], 0.05])
     start = constrained._params(point.values[constrained.free], held, point.values)
-    multipliers = solver.evaluate(start, 1.25, thorough=False).conjugates[constrained.fixed_index]
+    multipliers = solver.map.evaluate(start, 1.25, thorough=False).conjugates[constrained.fixed_index]
     unknowns = np.concatenate([start[constrained.free], multipliers])
-    residual = _ConstrainedResidual(constrained, MemoisedMap(solver, 1.25, thorough=True), held, start)
+    residual = _ConstrainedResidual(constrained, MemoisedMap(solver.map, 1.25, thorough=True), held, start)
     exact = residual.jacobian(unknowns)
     assert exact is not None
     assert_close_to_differences(exact, central_differences(residual, unknowns), 1e-5, "constrained")
@@ -133,6 +134,6 @@ def test_the_jacobian_on_a_three_token_declaration(three_token_model):
     solver = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
     point = solver.anchor(2.0, solver.branch("semantic"))
     assert point.converged and point.branch == "semantic"
-    evaluate = MemoisedMap(solver, 2.0, thorough=True)
+    evaluate = MemoisedMap(solver.map, 2.0, thorough=True)
     differences = central_differences(lambda x: evaluate(x).updated, point.values)
     assert_close_to_differences(evaluate.jacobian(point.values), differences, 1e-5, point.branch)

@@ -15,7 +15,7 @@ import scipy.optimize
 from attnphase.replica.declaration import (
     paper_model,
 )
-from attnphase.saddle.fixed_point import FixedPoint, SolverSettings
+from attnphase.saddle.fixed_point import FixedPoint
 from attnphase.saddle.landscape import (
     ConstrainedSolver,
     assess,
@@ -25,6 +25,7 @@ from attnphase.saddle.landscape import (
 )
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.switching import anchor
 
 SETTINGS = SolverSettings(quadrature=GaussHermite(14), test_quadrature=GaussHermite(14))
@@ -154,7 +155,7 @@ def test_the_hessian_by_elimination_equals_the_hessian_from_constrained_gradient
     solver = _solver(omega, sigma, lam, A)
     for branch in solver.branches:
         point = solver.anchor(alpha, branch)
-        if not point.converged or solver.vanishes(point.values):
+        if not point.converged or solver.overlaps.vanishes(point.values):
             continue
         eliminated = stability_by_elimination(solver.renewed(), point)
         constrained = stability_by_constraints(solver.renewed(), point)

@@ -20,9 +20,9 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import derive
 from attnphase.replica.variants import variant
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol, with_labels
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 TWO_CLUSTERS = {
     "variances": ((0.16, 0.36), (0.36, 0.16)),
@@ -109,7 +109,7 @@ def test_identical_clusters_under_a_correlated_label_law_are_the_gaussian_model(
     same = mixture(variances=((sigma**2, sigma**2),), weights=(1.0,), means=((0.0,), (0.0,)))
     model = dataclasses.replace(paper_model(sigma=sigma), tokens=same)
     solver, reference = make_solver(model), make_solver(paper_model(sigma=sigma))
-    assert solver.nodes.shape[1] == 4 * reference.nodes.shape[1]
+    assert solver.map.nodes.shape[1] == 4 * reference.map.nodes.shape[1]
     first, second = (s.anchor(alpha, s.branch(branch)) for s in (solver, reference))
     assert first.converged and second.converged and first.branch == second.branch == branch
     np.testing.assert_allclose(first.values, second.values, rtol=1e-8, atol=1e-12)
@@ -195,7 +195,10 @@ def test_a_rounding_residue_of_an_overlap_does_not_cost_the_fold_its_symmetry():
     exact = np.array(list(point.values()))
     residue = exact.copy()
     residue[names.index("m_2")] = -9.3e-18
-    assert solver.fold(residue).ratio == pytest.approx(solver.fold(exact).ratio) and solver.fold(exact).ratio > 3.9
+    assert (
+        solver.map.fold(residue).ratio == pytest.approx(solver.map.fold(exact).ratio)
+        and solver.map.fold(exact).ratio > 3.9
+    )
     small = exact.copy()
     small[names.index("m_2")] = 1e-6  # an overlap on its way to zero is not folded away
-    assert solver.fold(small).ratio < 2.1
+    assert solver.map.fold(small).ratio < 2.1

@@ -17,7 +17,6 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import (
     DEFAULT_TRAIN_LOSS_ERROR,
     GaussHermite,
@@ -26,6 +25,7 @@ from attnphase.saddle.quadrature import (
     make_rule,
 )
 from attnphase.saddle.scan import make_solver, threshold_solver
+from attnphase.saddle.settings import SolverSettings
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 POSITIONAL = Branch("positional", ("theta",))
@@ -84,7 +84,7 @@ def test_pruning_changes_the_map_by_far_less_than_the_quadrature_error(reference
     """The default pruning against an almost unpruned rule of the same order, at a fixed point."""
     point = min(reference_traces[branch.name].converged(), key=lambda p: abs(p.alpha - 1.5))
     solvers = [make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(16, p))) for p in (1e-8, 1e-14)]
-    maps = [solver.evaluate(point.values, point.alpha) for solver in solvers]
+    maps = [solver.map.evaluate(point.values, point.alpha) for solver in solvers]
     assert maps[0].mean_envelope == pytest.approx(maps[1].mean_envelope, rel=1e-6)
     np.testing.assert_allclose(maps[0].updated, maps[1].updated, rtol=1e-4, atol=1e-12)
 
@@ -140,7 +140,7 @@ def test_default_rule_is_within_its_stated_error(reference_traces, paper_solver,
     )
     assert finer.converged
     sobol = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(18, seed=1)))
-    estimates = [finer.train_loss, -sobol.free_entropy(default.values, default.conjugates, alpha)]
+    estimates = [finer.train_loss, -sobol.map.free_entropy(default.values, default.conjugates, alpha)]
     for estimate in estimates:
         assert abs(estimate - default.train_loss) / default.train_loss < DEFAULT_TRAIN_LOSS_ERROR
     if alpha == 1.25:  # the kink correction is what brings the rule within it there
@@ -164,9 +164,9 @@ def test_free_entropy_is_stationary_at_a_fixed_point(reference_traces, branch):
     fine, _ = fine_solver.solve(alpha, branch, initial=start.values)
     coarse, _ = coarse_solver.solve(alpha, branch, initial=fine.values)
     assert fine.converged and coarse.converged and fine.line_correction == coarse.line_correction == 0.0
-    own = -fine_solver.free_entropy(fine.values, fine.conjugates, alpha)
+    own = -fine_solver.map.free_entropy(fine.values, fine.conjugates, alpha)
     assert own == pytest.approx(fine.train_loss, rel=1e-12)
-    cross = -fine_solver.free_entropy(coarse.values, coarse.conjugates, alpha)
+    cross = -fine_solver.map.free_entropy(coarse.values, coarse.conjugates, alpha)
     assert abs(coarse.train_loss - fine.train_loss) > 1e-4 * fine.train_loss
     assert abs(cross - fine.train_loss) < 0.1 * abs(coarse.train_loss - fine.train_loss)
 

@@ -166,3 +166,44 @@ def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_an
     assert again.converged
     np.testing.assert_allclose(np.abs(again.values), np.abs(point.values), rtol=1e-7, atol=1e-9)  # up to W -> -W
     assert again.train_loss == pytest.approx(point.train_loss, rel=1e-9)
+
+
+def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_pattern(rank_two_solver):
+    """``q_1_2`` and ``V_1_2`` flip sign under the reflection of the second column, like ``m_2``: a Newton
+    step leaves them at the rounding level, which must not cost the point its fold (without it the tied
+    nodes on the reflection's mirror plane take whichever minimum the search meets, and ``F_q_1_2``
+    jumps by 3e-4 with the residue's sign). An entry of 1e-6 is no residue. The symmetries of a pattern
+    are tested with such an entry at a fixed fraction of its bound, however small it was."""
+    overlaps, names = rank_two_solver.overlaps, list(rank_two_solver.names)
+    point = np.array([POSITIONAL_START[name] for name in names])
+    residue, small = point.copy(), point.copy()
+    residue[names.index("q_1_2")], residue[names.index("V_1_2")] = 3e-17, -2e-15
+    small[names.index("q_1_2")] = 1e-6
+    assert overlaps.zero_pattern(residue) == overlaps.zero_pattern(point)
+    assert overlaps.zero_pattern(small) != overlaps.zero_pattern(point)
+    generic, _ = overlaps.generic_points(small, np.random.default_rng(0))
+    bound = np.sqrt(generic[names.index("q_1_1")] * generic[names.index("q_2_2")])
+    assert generic[names.index("q_1_2")] == pytest.approx(0.3 * bound)
+
+
+#: A start near the rank-2 positional fixed point at alpha 2: rank 1's positional column and a second
+#: column uncorrelated with it.
+POSITIONAL_START = {
+    "q_1_1": 0.0506, "q_1_2": 0.0, "q_2_2": 0.03, "m_1": 0.259, "m_2": 0.0,
+    "V_1_1": 11.28, "V_1_2": 0.0, "V_2_2": 37.0, "theta_1": 0.0, "theta_2": 0.0,
+}  # fmt: skip
+
+
+def test_the_rank_two_positional_point_converges_on_the_reflection_plane_of_its_second_column(rank_two_solver):
+    """The positional point at alpha 2 (gauge ``m_2 = 0``) lies where the second column is uncorrelated
+    with the first (``q_1_2 = V_1_2 = 0``); it is not rank 1's point plus a column, its first column
+    moves (``q_1_1`` 0.031 against rank 1's 0.051 at Gauss-Hermite 8). Its symmetry defect is at the
+    rounding level."""
+    solver = rank_two_solver
+    start = np.array([POSITIONAL_START[name] for name in solver.names])
+    point, _ = solver.solve(2.0, solver.branch("positional"), start)
+    assert point.converged and point.branch == "positional", point.status
+    assert point.symmetry_defect < 1e-12
+    values = dict(zip(point.names, point.values, strict=True))
+    assert abs(values["q_1_2"]) < 1e-12 and abs(values["V_1_2"]) < 1e-10
+    assert values["q_1_1"] < 0.04 and values["q_2_2"] > values["q_1_1"]

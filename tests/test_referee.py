@@ -25,10 +25,10 @@ import pytest
 
 import attnphase as ap
 from attnphase.experiments.simulation import SimulationSettings, simulate
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.landscape import ConstrainedSolver
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 ALPHAS = (0.6, 1.5, 2.4)
 D, SEEDS = 400, 3

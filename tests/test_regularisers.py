@@ -20,9 +20,9 @@ import sympy as sp
 from attnphase.replica.declaration import DeclarationError, ElasticNet, FieldLaw, Ridge, paper_model
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 RULE = GaussHermite(12)
 SETTINGS = SolverSettings(quadrature=RULE, test_quadrature=RULE)

@@ -27,10 +27,10 @@ import pytest
 from attnphase.experiments.simulation import SimulationSettings, simulate
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 D, SEEDS = 400, 3
 #: (declaration's changes, alphas): at omega = 0.2 below the positional branch's fold (1.77)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.fixed_point import SaddlePointSolver
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.switching import along_ray, anchor
 
 

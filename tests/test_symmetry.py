@@ -8,9 +8,9 @@ import pytest
 
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.branches import Branch
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.symmetry import NodeLookup, SignedTokenPermutation, envelope_symmetries
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
@@ -24,7 +24,7 @@ IDENTITY = (0, 1)
 
 def symmetries(solver, params) -> set[tuple]:
     rng = np.random.default_rng(1)
-    found = envelope_symmetries(solver.envelope_at(params), 2, 1, 1, rng)
+    found = envelope_symmetries(solver.map.envelope_at(params), 2, 1, 1, rng)
     return {(g.permutation, g.sign_xi[0], g.sign_eta[0], g.sign_z[0]) for g in found}
 
 
@@ -63,18 +63,18 @@ def test_an_asymmetric_positional_target_breaks_the_token_swap():
 def test_the_folded_map_equals_the_unfolded_one(coarse_solver, branch, alpha):
     point = coarse_solver.anchor(alpha, branch)
     folded = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8)))
-    fold = folded.fold(point.values)
+    fold = folded.map.fold(point.values)
     assert fold is not None and fold.ratio > 3.5
     for thorough in (True, False):  # the thorough prox first: the quick one starts from it too (warm start)
-        plain = coarse_solver.evaluate(point.values, alpha, thorough)
-        quick = folded.evaluate(point.values, alpha, thorough)
+        plain = coarse_solver.map.evaluate(point.values, alpha, thorough)
+        quick = folded.map.evaluate(point.values, alpha, thorough)
         assert quick.mean_envelope == pytest.approx(plain.mean_envelope, rel=1e-12)
         np.testing.assert_allclose(quick.updated, plain.updated, rtol=1e-8, atol=1e-12)
 
 
 def test_a_rule_without_the_symmetry_is_not_folded():
     solver = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(8)))
-    assert solver.fold(np.array([0.1, 0.0, 15.0, 0.1])) is None
+    assert solver.map.fold(np.array([0.1, 0.0, 15.0, 0.1])) is None
 
 
 def test_the_group_is_closed():
@@ -101,13 +101,13 @@ def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_
     rule by Q -> -Q, which holds only at m = 0 (it made every later positional point wrong)."""
     solver = make_solver(paper_model(omega=0.2), SolverSettings(quadrature=GaussHermite(8)))
     nearly_agnostic = np.array([0.05, 1e-12, 13.0, 0.0])
-    fold = solver.fold(nearly_agnostic)
+    fold = solver.map.fold(nearly_agnostic)
     assert fold is not None and fold.ratio < 4.5  # the positional group (order 4), not order 8
     positional = np.array([0.05, 0.2, 13.0, 0.0])
     for thorough in (False, True):
-        folded = solver.evaluate(positional, 1.3, thorough)
+        folded = solver.map.evaluate(positional, 1.3, thorough)
         plain = make_solver(paper_model(omega=0.2), SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False))
-        unfolded = plain.evaluate(positional, 1.3, thorough)
+        unfolded = plain.map.evaluate(positional, 1.3, thorough)
         assert folded.mean_envelope == pytest.approx(unfolded.mean_envelope, rel=1e-12)
         np.testing.assert_allclose(folded.updated, unfolded.updated, rtol=1e-8, atol=1e-12)
 

@@ -35,7 +35,7 @@ from attnphase.experiments.study import output_directory
 from attnphase.replica import declaration
 from attnphase.replica.declaration import Interval
 from attnphase.saddle import quadrature, validation
-from attnphase.saddle.fixed_point import ProxSettings, SolverSettings
+from attnphase.saddle.settings import ProxSettings, SolverSettings
 
 EXAMPLES = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 #: Fewer examples for a command (each one a whole, if short, command-line invocation).

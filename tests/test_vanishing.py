@@ -12,10 +12,10 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from attnphase.experiments.simulation import SimulationSettings, simulate
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.landscape import assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 RULE = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12))
 STRONG_RIDGE = {"sigma": 0.3, "lam": 0.1}
@@ -34,7 +34,7 @@ def _limit_by_extrapolation(solver, values, alpha, q_index, step):
     for q in (step, 2 * step):
         point = values.copy()
         point[q_index] = q  # every q entry: a diagonal q for each covariance class
-        ev = solver.evaluate(point, alpha)
+        ev = solver.map.evaluate(point, alpha)
         outputs.append(np.concatenate([ev.conjugates, ev.updated]))
     return 2 * outputs[0] - outputs[1]
 
@@ -45,12 +45,12 @@ def _assert_the_map_at_zero_is_its_limit(model):
     families = np.array(solver.families)
     values = np.where(families == "V", 2.0, 0.0)
     q_index = np.flatnonzero(families == "q")
-    at_zero = solver.evaluate(values, 1.3)
-    step = 1e-5 * solver._rho(0)
+    at_zero = solver.map.evaluate(values, 1.3)
+    step = 1e-5 * solver.overlaps.rho(0)
     limit = _limit_by_extrapolation(solver, values, 1.3, q_index, step)
     np.testing.assert_allclose(np.concatenate([at_zero.conjugates, at_zero.updated]), limit, rtol=1e-6, atol=1e-7)
     # q = 0 is invariant: F_q vanishes with q (here up to the probe's q, 1e-10 rho)
-    assert np.all(np.abs(at_zero.updated[q_index]) < 1e-8 * solver._rho(0))
+    assert np.all(np.abs(at_zero.updated[q_index]) < 1e-8 * solver.overlaps.rho(0))
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_searches_that_run_to_q_zero_end_on_the_vanishing_student(strong_ridge):
     for name in ("agnostic", "positional", "semantic"):
         point = strong_ridge.anchor(1.5, strong_ridge.branch(name))
         assert point.converged, point.status
-        assert point.branch == "agnostic" and strong_ridge.vanishes(point.values)
+        assert point.branch == "agnostic" and strong_ridge.overlaps.vanishes(point.values)
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ from matplotlib.figure import Figure
 from attnphase.experiments.agreement import agreement, classified, compare
 from attnphase.experiments.storage import write_table
 from attnphase.replica.variants import variant
-from attnphase.saddle.fixed_point import SolverSettings
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
 
 HERE = Path(__file__).parent
 ALPHAS = (0.8, 1.5, 2.2)

@@ -1,0 +1,149 @@
+"""Roots of a residual ``G(x) = 0`` in a few dozen unknowns, each evaluation of ``G`` costly (THEORY.md
+sec. 4: ``G`` is the scaled fixed-point residual of the saddle-point map).
+
+:class:`RootFinder` tries Newton's method with the residual's own Jacobian (where it has one, as
+:class:`~attnphase.saddle.saddle_map.ScaledResidual` does in closed form) or Broyden's update of a
+carried-over estimate, both with a backtracking step, then scipy's Powell hybrid method if that falls
+short of the tolerance; or damped iteration of ``x + G(x)``. It knows nothing of the map behind ``G``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+import scipy.optimize
+
+
+class Residual(Protocol):
+    """A residual ``G``: called at ``x``; it may also have ``jacobian(x)`` (``None`` where not finite)."""
+
+    def __call__(self, x: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class RootFinder:
+    """A root of a residual from a start by ``method`` (``newton``, ``broyden``, ``hybr`` or ``damped``),
+    to ``max |G| <= tolerance``, within about ``max_evaluations`` evaluations of ``G`` per stage;
+    ``damping`` is the step of the damped iteration."""
+
+    method: Literal["newton", "broyden", "hybr", "damped"] = "newton"
+    tolerance: float = 1e-9
+    max_evaluations: int = 60
+    damping: float = 0.5
+
+    def __call__(
+        self, residual: Residual, x0: np.ndarray, jacobian: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """A root of ``residual`` from ``x0``: ``newton`` (the residual's own Jacobian at every iterate,
+        where it has one, else as ``broyden``) or ``broyden`` (Broyden's update of ``jacobian`` or of a
+        first estimate), then Powell's hybrid method if that falls short of the tolerance; or damped
+        iteration of ``x + residual``. Returns the best iterate found and the final Jacobian estimate,
+        if any."""
+        if self.method == "damped":
+            return self._damped(residual, x0), None
+        exact = self.method == "newton" and hasattr(residual, "jacobian")
+        if self.method == "hybr":
+            x, jac_out = None, None
+        else:
+            x, jac_out = self._quasi_newton(residual, x0, jacobian, exact)
+        if x is None or np.abs(residual(x)).max() > self.tolerance:
+            begin = x0 if x is None else x
+            jac = (lambda y: jacobian_of(residual, y, residual(y))) if exact else None
+            sol = scipy.optimize.root(
+                residual,
+                begin,
+                jac=jac,
+                method="hybr",
+                options={"xtol": 1e-14, "maxfev": self.max_evaluations},
+            )
+            if np.abs(residual(sol.x)).max() < np.abs(residual(begin)).max():
+                return sol.x, None
+            return begin, jac_out
+        return x, jac_out
+
+    def _quasi_newton(self, residual: Residual, x0: np.ndarray, jacobian: np.ndarray | None, exact: bool):
+        """Newton's method (``exact``: the residual's Jacobian at every iterate) or Broyden's good update,
+        with a backtracking step.
+
+        Without ``exact``, a Jacobian carried over from a neighbouring point is trusted only while it
+        leads: at the first step that does not lower the residual, or if four steps have not lowered it
+        tenfold, it is replaced by a fresh estimate at the best iterate (once). Returns the best iterate
+        and the last Jacobian, or ``(None, None)`` if the iteration diverges.
+        """
+        x = x0.copy()
+        g = residual(x)
+        carried = jacobian is not None and not exact
+        if not carried:
+            jacobian = jacobian_of(residual, x, g)
+        best_norm, best_x, best_g, stalled, checkpoint = np.abs(g).max(), x, g, 0, np.abs(g).max()
+        for iteration in range(self.max_evaluations):
+            if best_norm <= self.tolerance:
+                break
+            if carried and (stalled >= 1 or (iteration == 4 and best_norm > 0.1 * checkpoint)):
+                # the carried estimate does not lead to the root: estimate the Jacobian afresh
+                x, g, carried, stalled = best_x, best_g, False, 0
+                jacobian = jacobian_of(residual, x, g)
+                continue
+            if stalled >= (2 if exact else 6):
+                break
+            if iteration % 8 == 7:  # less than a halving of the residual in 8 steps: give up
+                if best_norm > 0.5 * checkpoint:
+                    break
+                checkpoint = best_norm
+            try:
+                step = -np.linalg.solve(jacobian, g)
+            except np.linalg.LinAlgError:
+                return None, None
+            t = 1.0
+            for _ in range(6):
+                x_new = x + t * step
+                g_new = residual(x_new)
+                if np.abs(g_new).max() < np.abs(g).max() or t < 0.05:
+                    break
+                t *= 0.5
+            dx, dg = x_new - x, g_new - g
+            x, g = x_new, g_new
+            norm = np.abs(g).max()
+            if norm < best_norm:
+                best_norm, best_x, best_g, stalled = norm, x, g, 0
+            else:
+                stalled += 1
+            if not np.isfinite(norm) or norm > 1e3 * max(best_norm, 1e-3):
+                return None, None
+            if not exact:
+                jacobian = jacobian + np.outer(dg - jacobian @ dx, dx) / max(float(dx @ dx), 1e-300)
+            elif norm > self.tolerance:
+                jacobian = jacobian_of(residual, x, g)
+        return best_x, jacobian
+
+    def _damped(self, residual: Residual, x0: np.ndarray) -> np.ndarray:
+        """Iterate ``x <- x + damping (F(x) - x)`` (the residual unscaled) until ``|G| <= tolerance``."""
+        x = x0.copy()
+        for _ in range(self.max_evaluations):
+            g = residual(x) * (1.0 + np.abs(x))
+            if np.abs(g / (1.0 + np.abs(x))).max() <= self.tolerance:
+                break
+            x = x + self.damping * g
+        return x
+
+
+def jacobian_of(residual: Residual, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``d residual / dx`` at ``x`` (where it is ``g``): the residual's own ``jacobian`` where it has one
+    and it is finite, else forward differences (:func:`finite_difference_jacobian`)."""
+    exact: Callable[[np.ndarray], np.ndarray | None] | None = getattr(residual, "jacobian", None)
+    jacobian = exact(x) if exact is not None else None
+    return jacobian if jacobian is not None else finite_difference_jacobian(residual, x, g)
+
+
+def finite_difference_jacobian(residual: Residual, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Forward differences of ``residual`` at ``x`` (where it is ``g``), step ``1e-6 max(|x_j|, 1e-2)``."""
+    jac = np.empty((g.size, x.size))
+    for j in range(x.size):
+        h = 1e-6 * max(abs(x[j]), 1e-2)
+        e = x.copy()
+        e[j] += h
+        jac[:, j] = (residual(e) - g) / h
+    return jac
