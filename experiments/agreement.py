@@ -4,14 +4,17 @@
 every run in the basin of one of the theory's fixed points (:func:`~attnphase.experiments.simulation.classify_basin`)
 and sets the seed mean of each measured quantity against that fixed point: the training loss
 ``eps_t``, the test error ``eps_g`` (THEORY.md sec. 5), the overlap norms ``|m|``, ``|theta|`` and the
-diagonal of ``q`` (sec. 2; invariant under ``Q -> -Q``, which leaves the model unchanged).
+student's second moments (:func:`second_moments`): the diagonal of ``q`` (sec. 2; invariant under
+``Q -> -Q``, which leaves the model unchanged), or its eigenvalues where the declaration has continuous
+rotations of the student's columns. Every compared quantity is invariant under the symmetries of the
+training loss, so a run is compared with a fixed point whichever of its equivalent copies it found.
 
 A quantity agrees when ``|mean - theory| <= 4 s.e. + allowance``, the allowance a finite-size
 margin: 5 % of the theory value for ``eps_t`` and ``eps_g`` and ``2/sqrt(d)`` for the overlap norms
 (the bounds of ``tests/test_simulation.py``, measured there for the paper's model), 15 % for the
 entries of ``q`` (a second moment of the weights, biased by up to 9 % at d = 200 and 400 in
-``docs/validation/variants.csv``). The table holds every ``d``, so the gap can be read shrinking
-with ``d``.
+``docs/validation/variants.csv``), and for their eigenvalues. The table holds every ``d``, so the
+gap can be read shrinking with ``d``.
 """
 
 from __future__ import annotations
@@ -57,22 +60,50 @@ STANDARD_ERRORS = 4.0
 
 
 def theory_points(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
-    """Every converged fixed point the anchor search finds at each alpha (one per label,
-    :func:`~attnphase.experiments.landscape.fixed_points_at`), as rows of a ``branches`` table."""
-    rows = [point.row() for alpha in alphas for point in fixed_points_at(solver, float(alpha))]
+    """The converged fixed points the anchor search finds at each alpha on the branches with at most one
+    free overlap family (one per label, :func:`~attnphase.experiments.landscape.fixed_points_at`), as
+    rows of a ``branches`` table: the minima a run can be classified into
+    (:func:`~attnphase.experiments.simulation.classify_basin`) and the point with every overlap zero.
+    A branch with two free families (the paper's mixed one) holds no basin a run is put in, and its
+    search is the costliest (over half an hour per alpha for three tokens at Gauss-Hermite 8)."""
+    rows = [point.row() for alpha in alphas for point in fixed_points_at(solver, float(alpha), most_free=1)]
     return pd.DataFrame(rows)
+
+
+def second_moments(table: pd.DataFrame, model: AttentionModel) -> dict[str, np.ndarray]:
+    """Per row of ``table`` (runs or fixed points, with a column per entry of ``q``), the student's
+    compared second moments: the diagonal entries of each ``q`` by name, or, where the declaration has
+    continuous rotations of the student's columns (:meth:`~attnphase.replica.declaration.AttentionModel.
+    rotations`: ``q -> R^T q R`` moves the diagonal along a continuum of equally good minima), the
+    eigenvalues of each ``q``, largest first, as ``q_eig_1``, ``q_eig_2``, ... (``q_eig_1_class_2``
+    for the second covariance class)."""
+    entries = model.reduced_parameters().of_family("q")
+    if not model.rotations():
+        return {e.name: table[e.name].to_numpy(float) for e in entries if e.entry[0] == e.entry[1]}
+    groups = sorted({e.group for e in entries})
+    moments = {}
+    for group in groups:
+        own = [e for e in entries if e.group == group]
+        size = 1 + max(e.entry[1] for e in own)
+        matrices = np.zeros((len(table), size, size))
+        for e in own:
+            matrices[:, e.entry[0], e.entry[1]] = matrices[:, e.entry[1], e.entry[0]] = table[e.name].to_numpy(float)
+        eigenvalues = np.linalg.eigvalsh(matrices)[:, ::-1]
+        suffix = f"_class_{group + 1}" if len(groups) > 1 else ""
+        moments.update({f"q_eig_{k + 1}{suffix}": eigenvalues[:, k] for k in range(size)})
+    return moments
 
 
 def compared_quantities(model: AttentionModel) -> tuple[str, ...]:
     """The columns compared: the losses, the overlap norms ``|family|`` (:func:`norm_columns`) and the
-    diagonal entries of ``q``."""
-    diagonal = [e.name for e in model.reduced_parameters().of_family("q") if e.entry[0] == e.entry[1]]
-    return ("train_loss", "test_error", *norm_columns(model), *diagonal)
+    student's second moments (:func:`second_moments`)."""
+    names = list(second_moments(pd.DataFrame(columns=[e.name for e in model.reduced_parameters().entries]), model))
+    return ("train_loss", "test_error", *norm_columns(model), *names)
 
 
 def _values(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """The compared quantities of every row of ``table`` (runs or fixed points)."""
-    return with_family_norms(table, model)[list(compared_quantities(model))]
+    return with_family_norms(table, model).assign(**second_moments(table, model))[list(compared_quantities(model))]
 
 
 def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from attnphase.experiments.agreement import compare, compared_quantities
 from attnphase.replica.variants import variant
+from attnphase.saddle.gauge import rotated
 
 PAPER = variant("paper").model()
 POINTS = pd.DataFrame(
@@ -63,3 +65,22 @@ def test_a_gap_beyond_the_bound_disagrees_and_runs_in_no_basin_are_left_out():
     table = compare(pd.concat([far, nowhere], ignore_index=True), POINTS, PAPER).set_index("quantity")
     assert set(table["basin"]) == {"positional"}
     assert not table.loc["train_loss", "agrees"] and table.loc["test_error", "agrees"]
+
+
+def test_a_rank_two_run_is_compared_by_invariants_of_the_rotations_whichever_rotation_it_found():
+    model = variant("rank2").model()
+    entries = model.reduced_parameters().entries
+    names = [e.name for e in entries]
+    point = dict.fromkeys(names, 0.0) | {"q_1_1": 0.086, "q_2_2": 0.032, "theta_1": 0.13, "V_1_1": 17.7, "V_2_2": 37.6}
+    values = np.array([point[n] for n in names])
+    angles = (0.0, 0.4, 1.1, 2.5)
+    copies = [rotated(values, entries, np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])) for a in angles]
+    runs = pd.DataFrame([dict(zip(names, c, strict=True)) for c in copies]).assign(
+        alpha=2.0, d=400, init="semantic", basin="semantic", converged=True, train_loss=0.0032, test_error=0.01
+    )
+    points = pd.DataFrame([point | {"alpha": 2.0, "branch": "semantic", "train_loss": 0.0032, "test_error": 0.01}])
+    assert runs["q_1_1"].std() > 0.01  # the rotations move the diagonal of q ...
+    table = compare(runs, points, model).set_index("quantity")
+    assert list(table.index) == ["train_loss", "test_error", "|m|", "|theta|", "q_eig_1", "q_eig_2"]
+    assert table["gap"].abs().max() < 1e-12 and table["agrees"].all()  # ... not what is compared
+    assert table.loc[["q_eig_1", "q_eig_2"], "theory"].tolist() == pytest.approx([0.086, 0.032])

@@ -3,7 +3,8 @@ variant against finite-d training of the same declaration, at three alphas and t
 
 Run from the repository root: ``python docs/validation/variants.py [NAME ...]`` (default: every
 variant below). Each variant's table is written as soon as it is done (``variants_<name>.csv``) and a
-finished one is read back on a rerun; ``variants.csv`` gathers them. Seeds 0-3 at every d.
+finished one is read back on a rerun; ``variants.csv`` gathers every finished variant, whichever were
+named. Seeds 0-3 at every d.
 """
 
 from __future__ import annotations
@@ -28,19 +29,23 @@ DIMS = (200, 400)
 #: Training per variant: L-BFGS for the smooth objectives, proximal gradient descent with an l1 term.
 PROXIMAL = {"optimiser": "gd", "lr": 0.5, "tolerance": 1e-5, "max_steps": 20_000}
 SMOOTH = {"optimiser": "lbfgs"}
-#: name -> (training, quadrature order). L3 (six Gaussian dimensions) is not among them: its anchor
-#: search takes over half an hour per alpha on two cores at Gauss-Hermite 8.
+#: name -> (training, quadrature order): Gauss-Hermite 20 in four Gaussian dimensions, 8 in six (L3,
+#: untied, rank2: 120 896 nodes before the fold).
 VARIANTS = {
     "spectrum": (SMOOTH, 20),
     "elastic-net": (PROXIMAL, 20),
     "l1": (PROXIMAL, 20),
     "mixture": (SMOOTH, 20),
+    "L3": (SMOOTH, 8),
+    "untied": (SMOOTH, 8),
+    "rank2": (SMOOTH, 8),
 }
 
 
 def run(name: str) -> pd.DataFrame:
-    """The agreement table of variant ``name``: its runs and fixed points are read back if a previous
-    call saved them (the comparison is made again), else computed and saved."""
+    """The agreement table of variant ``name``, saved: its runs and fixed points are read back if a
+    previous call saved them (the comparison is made again, with the current classification and
+    compared quantities), else computed and saved."""
     training, order = VARIANTS[name]
     model = variant(name).model()
     runs_path, theory_path = HERE / f"variants_{name}_runs.csv", HERE / f"variants_{name}_theory.csv"
@@ -48,8 +53,11 @@ def run(name: str) -> pd.DataFrame:
         runs, points = pd.read_csv(runs_path), pd.read_csv(theory_path)
         previous = pd.read_csv(HERE / f"variants_{name}.csv")
         seconds = previous["seconds"].iloc[0] if len(previous) else float("nan")  # an empty table kept no time
-        table = compare(classified(runs, points, model), points, model)
-        return table.assign(model=name, order=order, seconds=seconds)
+        runs = classified(runs, points, model)
+        table = compare(runs, points, model).assign(model=name, order=order, seconds=seconds)
+        write_table(HERE / f"variants_{name}.csv", table)
+        write_table(runs_path, runs)
+        return table
     rule = GaussHermite(order)
     solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
     started = time.perf_counter()
@@ -95,8 +103,11 @@ def figure(table: pd.DataFrame) -> Figure:
 
 
 def main(names: list[str]) -> None:
-    tables = [run(name) for name in names or list(VARIANTS)]
-    table = pd.concat(tables, ignore_index=True)
+    """Run the variants ``names`` (default: every one), then gather every finished variant's table."""
+    for name in names or list(VARIANTS):
+        run(name)
+    finished = [HERE / f"variants_{name}.csv" for name in VARIANTS if (HERE / f"variants_{name}.csv").exists()]
+    table = pd.concat([pd.read_csv(path) for path in finished], ignore_index=True)
     write_table(HERE / "variants.csv", table)
     fig = figure(table)
     for suffix in ("png", "pdf"):
