@@ -65,8 +65,10 @@ def theory_points(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.Data
     rows of a ``branches`` table: the minima a run can be classified into
     (:func:`~attnphase.experiments.simulation.classify_basin`) and the point with every overlap zero.
     A branch with two free families (the paper's mixed one) holds no basin a run is put in, and its
-    search is the costliest (over half an hour per alpha for three tokens at Gauss-Hermite 8)."""
-    rows = [point.row() for alpha in alphas for point in fixed_points_at(solver, float(alpha), most_free=1)]
+    search is the costliest (over half an hour per alpha for three tokens at Gauss-Hermite 8). Their
+    stability is not assessed: a run is compared with the point whose basin it ended in."""
+    points = (fixed_points_at(solver, float(alpha), most_free=1, stability=False) for alpha in alphas)
+    rows = [point.row() for found in points for point in found]
     return pd.DataFrame(rows)
 
 

@@ -138,17 +138,19 @@ def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Seque
     return fig
 
 
-def fixed_points_at(solver: SaddlePointSolver, alpha: float, most_free: int | None = None) -> list[FixedPoint]:
+def fixed_points_at(
+    solver: SaddlePointSolver, alpha: float, most_free: int | None = None, stability: bool = True
+) -> list[FixedPoint]:
     """The converged fixed points an anchor search per branch finds at ``alpha``
     (:func:`~attnphase.saddle.switching.anchor`: seeded, then along rays from the points found on the
-    branches it contains), one per label, each with its stability; with ``most_free``, only on the
-    branches with at most that many free overlap families."""
+    branches it contains), one per label, each with its stability if ``stability``; with ``most_free``,
+    only on the branches with at most that many free overlap families."""
     found: dict[str, FixedPoint] = {}
     branches = [b for b in solver.branches if most_free is None or len(solver.overlaps.free_families(b)) <= most_free]
     for branch in branches:  # the most symmetric first: a branch's subspaces are searched before it
         point = anchor(solver, alpha, branch, lambda subspace: [p for p in found.values() if p.branch == subspace.name])
         if point.converged and point.branch not in found:
-            found[point.branch] = assess(solver, point)
+            found[point.branch] = assess(solver, point) if stability else point
     return list(found.values())
 
 
