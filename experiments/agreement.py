@@ -75,10 +75,9 @@ def theory_points(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.Data
 def second_moments(table: pd.DataFrame, model: AttentionModel) -> dict[str, np.ndarray]:
     """Per row of ``table`` (runs or fixed points, with a column per entry of ``q``), the student's
     compared second moments: the diagonal entries of each ``q`` by name, or, where the declaration has
-    continuous rotations of the student's columns (:meth:`~attnphase.replica.declaration.AttentionModel.
-    rotations`: ``q -> R^T q R`` moves the diagonal along a continuum of equally good minima), the
-    eigenvalues of each ``q``, largest first, as ``q_eig_1``, ``q_eig_2``, ... (``q_eig_1_class_2``
-    for the second covariance class)."""
+    continuous rotations of the student's columns (:meth:`AttentionModel.rotations`: ``q -> R^T q R``
+    moves the diagonal along a continuum of equally good minima), the eigenvalues of each ``q``, largest
+    first, as ``q_eig_1``, ``q_eig_2``, ... (``q_eig_1_class_2`` for the second covariance class)."""
     entries = model.reduced_parameters().of_family("q")
     if not model.rotations():
         return {e.name: table[e.name].to_numpy(float) for e in entries if e.entry[0] == e.entry[1]}
