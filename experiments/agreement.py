@@ -59,15 +59,15 @@ OVERLAP_ALLOWANCE = 2.0
 STANDARD_ERRORS = 4.0
 
 
-def theory_points(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
-    """The converged fixed points the anchor search finds at each alpha on the branches with at most one
-    free overlap family (one per label, :func:`~attnphase.experiments.landscape.fixed_points_at`), as
-    rows of a ``branches`` table: the minima a run can be classified into
-    (:func:`~attnphase.experiments.simulation.classify_basin`) and the point with every overlap zero.
-    A branch with two free families (the paper's mixed one) holds no basin a run is put in, and its
-    search is the costliest (over half an hour per alpha for three tokens at Gauss-Hermite 8). Their
-    stability is not assessed: a run is compared with the point whose basin it ended in."""
-    points = (fixed_points_at(solver, float(alpha), most_free=1, stability=False) for alpha in alphas)
+def theory_points(solver: SaddlePointSolver, alphas: Sequence[float], most_free: int | None = None) -> pd.DataFrame:
+    """The converged fixed points the anchor search finds at each alpha (one per label,
+    :func:`~attnphase.experiments.landscape.fixed_points_at`), as rows of a ``branches`` table: the
+    minima a run can be classified into (:func:`~attnphase.experiments.simulation.classify_basin`). With
+    ``most_free``, only on the branches with at most that many free overlap families (``1``: no mixed
+    branch, whose search is the costliest: over half an hour per alpha for three tokens at
+    Gauss-Hermite 8). Their stability is not assessed: a run is compared with the point whose basin it
+    ended in."""
+    points = (fixed_points_at(solver, float(alpha), most_free=most_free, stability=False) for alpha in alphas)
     rows = [point.row() for found in points for point in found]
     return pd.DataFrame(rows)
 
@@ -159,12 +159,14 @@ def agreement(
     solver: SaddlePointSolver,
     alphas: Sequence[float],
     dims: Sequence[int],
+    most_free: int | None = None,
     **training: object,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Theory against training for ``model`` at ``alphas`` and every ``d`` in ``dims`` (``training``:
-    the other :class:`~attnphase.experiments.simulation.SimulationSettings`). Returns the agreement
-    table (:func:`compare`), the classified runs and the theory's fixed points."""
-    points = theory_points(solver, alphas)
+    the other :class:`~attnphase.experiments.simulation.SimulationSettings`; ``most_free``: as in
+    :func:`theory_points`). Returns the agreement table (:func:`compare`), the classified runs and the
+    theory's fixed points."""
+    points = theory_points(solver, alphas, most_free)
     frames = []
     for d in dims:
         settings = SimulationSettings.of_model(model, d=int(d), alphas=tuple(float(a) for a in alphas), **training)

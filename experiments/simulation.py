@@ -590,8 +590,9 @@ def family_labels(model: AttentionModel) -> dict[str, str]:
 
 
 def basins(model: AttentionModel) -> tuple[str, ...]:
-    """The basins a run is put in: the labels of :func:`family_labels`, then ``neither``."""
-    return (*family_labels(model).values(), "neither")
+    """The basins a run is put in: the labels of :func:`family_labels`, the label of the points with
+    several non-zero families (the paper's ``mixed``), then ``neither``."""
+    return (*family_labels(model).values(), model.labels.several, "neither")
 
 
 def overlap_names(model: AttentionModel) -> tuple[str, ...]:
@@ -643,13 +644,16 @@ def branch_overlaps(
     """The theory's overlaps that tell the minima apart, at ``alphas``: the norm of each overlap
     family (:func:`family_norms`) on the branch where that family alone is non-zero (the paper's
     ``|m|`` of the positional branch and ``|theta|`` of the semantic branch, THEORY.md sec. 2, 6), as
-    columns ``<family>_<label>``, linearly interpolated in alpha between the converged points of a
+    columns ``<family>_<label>``, and of every family on the branch where several are (the paper's
+    ``m_mixed`` and ``theta_mixed``), linearly interpolated in alpha between the converged points of a
     scan's ``branches.csv``. Outside the range of a branch's converged points the branch is absent (it
     has ended or merged, or was not scanned there), and its overlap is NaN. ``model``: the declaration
     scanned (default: the paper's)."""
     model = paper_model() if model is None else model
     values: dict[str, np.ndarray] = {"alpha": np.asarray(alphas, dtype=float)}
-    for family, label in family_labels(model).items():
+    labels = family_labels(model)
+    several = [(family, model.labels.several) for family in labels] if len(labels) > 1 else []
+    for family, label in [*labels.items(), *several]:
         column = f"{family}_{label}"
         rows = branches[(branches["branch"] == label) & branches["converged"].astype(bool)].sort_values("alpha")
         known = rows["alpha"].to_numpy(float)
@@ -675,7 +679,10 @@ def classify_basin(
 
     * positional if ``m_P >= s``, ``||m| - m_P| <= r m_P`` and ``|theta| < s``;
     * semantic if ``theta_S >= s``, ``||theta| - theta_S| <= r theta_S`` and ``|m| < min(s, m_P/2)``;
-    * neither otherwise (a mixed or agnostic point, or the theory missing at that alpha).
+    * mixed, if neither, where the overlaps have a mixed point's columns (``m_M``, ``theta_M``):
+      ``m_M >= s``, ``theta_M >= s``, ``||m| - m_M| <= r m_M`` and ``||theta| - theta_M| <= r theta_M``
+      (a student of rank 2 fits the positions with one column and the teacher with the other);
+    * neither otherwise (an agnostic point, or the theory missing at that alpha).
 
     Another declaration is classified the same way with its own labels and with the family norms
     (:func:`family_norms`) in place of ``|m|`` and ``|theta|``. A branch whose overlap is below ``s``
@@ -699,5 +706,14 @@ def classify_basin(
     spread = 1.0 / np.sqrt(merged["d"].to_numpy(float))
     positional = (m_p >= spread) & (np.abs(m - m_p) <= relative * m_p) & (theta < spread)
     semantic = (theta_s >= spread) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.fmin(spread, m_p / 2))
-    basin = np.where(positional, labels["m"], np.where(semantic, labels["theta"], "neither"))
+    mixed = np.ones(len(merged), dtype=bool)
+    for family, size in (("m", m), ("theta", theta)):
+        column = f"{family}_{model.labels.several}"
+        point = merged[column].to_numpy(float) if column in merged else np.full(len(merged), np.nan)
+        mixed &= (point >= spread) & (np.abs(size - point) <= relative * point)
+    basin = np.where(
+        positional,
+        labels["m"],
+        np.where(semantic, labels["theta"], np.where(mixed, model.labels.several, "neither")),
+    )
     return frame.assign(basin=basin)

@@ -184,7 +184,7 @@ def test_the_simulation_api_and_command_give_identical_runs(tmp_path, api_scan):
     written = pd.read_csv(tmp_path / "sim" / "simulations.csv").drop(columns="seconds")
     expected = pd.read_csv(pd.io.common.StringIO(result.runs.to_csv(index=False)))
     pd.testing.assert_frame_equal(written, expected.drop(columns="seconds"), check_exact=True)
-    assert set(result.runs["basin"]) <= {"positional", "semantic", "neither"}
+    assert set(result.runs["basin"]) <= {"positional", "semantic", "mixed", "neither"}
     assert isinstance(result.plot(), Figure)
 
 

@@ -88,6 +88,32 @@ def test_branch_overlaps_interpolate_converged_points_and_are_absent_beyond_a_br
     assert branch_overlaps(branches[branches["branch"] == "semantic"], [1.5])["m_positional"].isna().all()
 
 
+@pytest.mark.parametrize(
+    ("m", "theta", "basin"),
+    [
+        (0.21, 0.13, "mixed"),  # a rank-2 student: one column positional, the other semantic
+        (-0.21, 0.07, "mixed"),  # ||theta| - theta_M| = theta_M/2: inside
+        (0.21, 0.06, "neither"),
+        (0.21, 0.01, "positional"),  # the pure branches first, as without a mixed point
+        (0.0, 0.14, "semantic"),
+    ],
+)
+def test_a_run_near_the_mixed_point_is_in_its_basin(m, theta, basin):
+    branches = pd.DataFrame(
+        {
+            "branch": ["positional", "semantic", "mixed"],
+            "alpha": [1.5, 1.5, 1.5],
+            "m": [0.25, 0.0, 0.21],
+            "theta": [0.0, 0.14, 0.13],
+            "converged": [True, True, True],
+        }
+    )
+    overlaps = branch_overlaps(branches, [1.5])
+    assert overlaps[["m_mixed", "theta_mixed"]].iloc[0].tolist() == pytest.approx([0.21, 0.13])
+    run = pd.DataFrame({"alpha": [1.5], "d": [400], "m": [m], "theta": [theta]})
+    assert classify_basin(run, overlaps)["basin"].tolist() == [basin]
+
+
 def test_power_law_fit_recovers_a_known_rate():
     rng = np.random.default_rng(3)
     d = np.geomspace(50, 5000, 12)
@@ -176,9 +202,9 @@ def test_uninformed_command_writes_its_files(tmp_path, paper_solver, monkeypatch
     assert result.exit_code == 0, result.output
     runs = pd.read_csv(out / "uninformed.csv")
     assert len(runs) == 6 and set(runs["init"]) == {"random"} and set(runs["optimiser"]) == {"adam"}
-    assert set(runs["basin"]) <= {"positional", "semantic", "neither"} and (runs["steps"] <= 40).all()
+    assert set(runs["basin"]) <= {"positional", "semantic", "mixed", "neither"} and (runs["steps"] <= 40).all()
     fractions = pd.read_csv(out / "uninformed_fractions.csv")
-    assert len(fractions) == 2 * 3
+    assert len(fractions) == 2 * 4  # positional, semantic, mixed, neither
     np.testing.assert_allclose(fractions.groupby("alpha")["fraction"].sum(), 1.0)
     assert (fractions.groupby("alpha")["count"].sum() == 3).all()
     assert (out / "uninformed.png").stat().st_size > 0 and (out / "uninformed.pdf").exists()
