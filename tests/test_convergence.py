@@ -136,8 +136,8 @@ def test_a_kink_correction_larger_than_its_tolerance_is_flagged(semantic_point):
     """The kink correction refines eps_t by ~1e-3 relative (docs/validation.md); a larger one means it
     failed (seen on a second positional solution at omega = 0.2, where it reached -0.9 against an
     energy of 5e-3), so a point whose correction exceeds ``kink_tolerance`` of its energy is flagged."""
-    from attnphase.saddle.settings import SolverSettings
     from attnphase.saddle.scan import make_solver
+    from attnphase.saddle.settings import SolverSettings
 
     ratio = abs(semantic_point.line_correction) / semantic_point.energy
     assert 0 < ratio < SolverSettings().kink_tolerance

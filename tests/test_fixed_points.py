@@ -115,7 +115,8 @@ def test_random_prox_starts_are_added_beyond_two_prox_coordinates(paper_solver, 
     three = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
     assert paper_solver.compiled.prox_dimension == 2 and len(paper_solver.map._directions) == 0
     assert three.compiled.prox_dimension == 3 and len(three.map._directions) == 3
-    assert len(make_solver(three_token_model, SolverSettings(prox=ProxSettings(extra_directions=0))).map._directions) == 0
+    declared_only = make_solver(three_token_model, SolverSettings(prox=ProxSettings(extra_directions=0)))
+    assert len(declared_only.map._directions) == 0
 
 
 def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(three_token_model):
