@@ -4,12 +4,14 @@ label at that alpha, within four standard errors plus the finite-size allowance.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from attnphase.experiments.agreement import compare, compared_quantities
+from attnphase.experiments import landscape
+from attnphase.experiments.agreement import compare, compared_quantities, theory_points
 from attnphase.replica.variants import variant
 from attnphase.saddle.gauge import rotated
 
@@ -84,3 +86,20 @@ def test_a_rank_two_run_is_compared_by_invariants_of_the_rotations_whichever_rot
     assert list(table.index) == ["train_loss", "test_error", "|m|", "|theta|", "q_eig_1", "q_eig_2"]
     assert table["gap"].abs().max() < 1e-12 and table["agrees"].all()  # ... not what is compared
     assert table.loc[["q_eig_1", "q_eig_2"], "theory"].tolist() == pytest.approx([0.086, 0.032])
+
+
+def test_the_theory_can_leave_out_the_branches_with_several_free_families(paper_solver, monkeypatch):
+    """``most_free=1`` searches the branches with at most one free overlap family (no mixed point), and
+    the points are not assessed for stability (their basins, not their stability, are compared)."""
+    searched = []
+
+    def found(solver, alpha, branch, points_on):
+        searched.append(branch.name)
+        return SimpleNamespace(converged=True, branch=branch.name, row=lambda: {"alpha": alpha, "branch": branch.name})
+
+    monkeypatch.setattr(landscape, "anchor", found)
+    monkeypatch.setattr(landscape, "assess", lambda solver, point: pytest.fail("assessed"))
+    points = theory_points(paper_solver, [1.5], most_free=1)
+    assert sorted(searched) == ["agnostic", "positional", "semantic"] and points["branch"].tolist() == searched
+    theory_points(paper_solver, [1.5])
+    assert sorted(searched[3:]) == ["agnostic", "mixed", "positional", "semantic"]
