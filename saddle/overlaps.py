@@ -8,10 +8,13 @@ constants' values; it knows no quadrature and evaluates no integral.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping
 from functools import cached_property
 
 import numpy as np
 
+from attnphase.replica.order_parameters import OrderParameter
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.compiled import CompiledSystem
 from attnphase.saddle.gauge import into_gauge
@@ -174,13 +177,44 @@ class OverlapGeometry:
         vanish there (:meth:`nonzero_families`, :class:`~attnphase.replica.declaration.BranchLabels`)."""
         return self.system.label(self.nonzero_families(values))
 
-    def seeded(self, base: np.ndarray, branch: Branch, strength: float) -> np.ndarray:
-        """``base`` with the leading entry of each of the branch's free overlap families set to
-        ``strength`` times its Cauchy-Schwarz bound (:meth:`overlap_bounds`)."""
+    @staticmethod
+    def column_of(entry: OrderParameter) -> int:
+        """The student column an overlap entry belongs to: ``j`` of ``m_j`` (``mu_k^T w_j``) and of
+        ``theta_ij`` (``w*_i^T Sigma w_j``)."""
+        return entry.entry[0] if entry.family == "m" else entry.entry[1]
+
+    def seed_columns(self, branch: Branch) -> list[dict[str, int]]:
+        """Every way to put the seeds of the branch's free overlap families on student columns
+        (:meth:`seeded`): the first column for every family first (the only way at rank 1), then each
+        other assignment whose seeded entries the branch's gauge does not hold at zero. At rank 2 the
+        mixed branch has two: ``m`` and ``theta`` on the first column, or ``theta`` on the second (a
+        student that fits the positions with one column and the teacher with the other)."""
+        families = self.free_families(branch)
+        choices = []
+        for family in families:
+            seedable = {
+                self.column_of(e)
+                for e in self.system.entries
+                if e.family == family and e.name not in branch.gauge and (family == "m" or e.entry[0] == 0)
+            }
+            choices.append(sorted(seedable))
+        return [dict(zip(families, combination, strict=True)) for combination in itertools.product(*choices)]
+
+    def seeded(
+        self, base: np.ndarray, branch: Branch, strength: float, columns: Mapping[str, int] | None = None
+    ) -> np.ndarray:
+        """``base`` with one entry of each of the branch's free overlap families set to ``strength``
+        times its Cauchy-Schwarz bound (:meth:`overlap_bounds`): the entry of the family's first teacher
+        direction (every positional direction for ``m``) on the student column ``columns[family]``
+        (default: the first, the family's leading entry)."""
+        columns = columns or {}
         x = base.copy()
         bound = self.overlap_bounds(base)
         for i, e in enumerate(self.system.entries):
-            if bound[i] and e.family not in branch.zero and e.entry == (0, 0):
+            if not bound[i] or e.family in branch.zero:
+                continue
+            seeded_entry = (columns.get(e.family, 0), 0) if e.family == "m" else (0, columns.get(e.family, 0))
+            if e.entry == seeded_entry:
                 x[i] = strength * bound[i]
         return x
 

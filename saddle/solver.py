@@ -23,6 +23,7 @@ searches from nothing (:meth:`SaddlePointSolver.anchor`) and from a start (:meth
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Literal
@@ -188,8 +189,10 @@ class SaddlePointSolver:
         branch, the search is repeated on this rule. A search tries informed starts in turn until
         one converges onto the branch: the fully symmetric point (all overlaps zero, a fixed point of every branch's
         subspace) with the branch's overlaps seeded at each of ``branch.seeds`` times their
-        Cauchy-Schwarz bound, then the generic guess seeded the same way. If none lands on the
-        branch, the best point found is returned, labelled by what it converged to.
+        Cauchy-Schwarz bound, then the generic guess seeded the same way; it does so for each way to put
+        the seeds on the student's columns (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and
+        returns the point of lowest training loss among those it finds on the branch. If none lands on
+        the branch, the best point found is returned, labelled by what it converged to.
         """
         coarse = self.coarse()
         if coarse is not None:
@@ -201,12 +204,16 @@ class SaddlePointSolver:
         if not self.overlaps.free_families(branch):
             return parent
         tried: list[FixedPoint] = []
-        for base in (parent.values, self.generic_guess()):
-            for strength in branch.seeds:
-                point, _ = self.solve(alpha, branch, initial=self.overlaps.seeded(base, branch, strength))
+        found: list[FixedPoint] = []
+        for columns in self.overlaps.seed_columns(branch):
+            for base, strength in itertools.product((parent.values, self.generic_guess()), branch.seeds):
+                point, _ = self.solve(alpha, branch, initial=self.overlaps.seeded(base, branch, strength, columns))
                 tried.append(point)
                 if self.on_branch(point, branch):
-                    return point
+                    found.append(point)
+                    break
+        if found:
+            return min(found, key=lambda p: p.train_loss)
         return min(tried, key=lambda p: (not p.converged, p.residual))  # labelled by what it converged to
 
     def solve(

@@ -207,3 +207,17 @@ def test_the_rank_two_positional_point_converges_on_the_reflection_plane_of_its_
     values = dict(zip(point.names, point.values, strict=True))
     assert abs(values["q_1_2"]) < 1e-12 and abs(values["V_1_2"]) < 1e-10
     assert values["q_1_1"] < 0.04 and values["q_2_2"] > values["q_1_1"]
+
+
+def test_the_mixed_branch_is_seeded_with_its_families_on_one_column_and_on_two(rank_two_solver):
+    """A rank-2 student can fit the positions and the teacher with one column or with one each: the
+    mixed branch's anchor seeds both (its gauge holds ``m_2``, so ``m`` goes on the first column); the
+    pure branches have one way, as every branch at rank 1."""
+    overlaps = rank_two_solver.overlaps
+    mixed = rank_two_solver.branch("mixed")
+    assert overlaps.seed_columns(mixed) == [{"m": 0, "theta": 0}, {"m": 0, "theta": 1}]
+    assert overlaps.seed_columns(rank_two_solver.branch("semantic")) == [{"theta": 0}]
+    names = list(rank_two_solver.names)
+    base = np.array([POSITIONAL_START[name] for name in names])
+    seeded = dict(zip(names, overlaps.seeded(base, mixed, 0.5, {"m": 0, "theta": 1}), strict=True))
+    assert seeded["theta_1"] == 0 and seeded["theta_2"] > 0 and seeded["m_1"] > 0 and seeded["m_2"] == 0
