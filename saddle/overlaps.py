@@ -184,11 +184,12 @@ class OverlapGeometry:
         return entry.entry[0] if entry.family == "m" else entry.entry[1]
 
     def seed_columns(self, branch: Branch) -> list[dict[str, int]]:
-        """Every way to put the seeds of the branch's free overlap families on student columns
+        """The ways to put the seeds of the branch's free overlap families on student columns
         (:meth:`seeded`): the first column for every family first (the only way at rank 1), then each
-        other assignment whose seeded entries the branch's gauge does not hold at zero. At rank 2 the
-        mixed branch has two: ``m`` and ``theta`` on the first column, or ``theta`` on the second (a
-        student that fits the positions with one column and the teacher with the other)."""
+        assignment of the families to distinct columns whose seeded entries the branch's gauge does not
+        hold at zero (a student that fits the positions with one column and the teacher with another).
+        At rank 2 the mixed branch has two: ``m`` and ``theta`` on the first column, or ``theta`` on the
+        second; a branch with one free family has one."""
         families = self.free_families(branch)
         choices = []
         for family in families:
@@ -198,7 +199,10 @@ class OverlapGeometry:
                 if e.family == family and e.name not in branch.gauge and (family == "m" or e.entry[0] == 0)
             }
             choices.append(sorted(seedable))
-        return [dict(zip(families, combination, strict=True)) for combination in itertools.product(*choices)]
+        first = tuple(0 for _ in families)
+        combinations = itertools.product(*choices) if len(families) > 1 else ()
+        distinct = [c for c in combinations if c != first and len(set(c)) == len(c)]
+        return [dict(zip(families, combination, strict=True)) for combination in (first, *distinct)]
 
     def seeded(
         self, base: np.ndarray, branch: Branch, strength: float, columns: Mapping[str, int] | None = None
