@@ -14,6 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
+from attnphase.replica.declaration import OVERLAP_FAMILIES
 from attnphase.replica.order_parameters import OrderParameter
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.compiled import CompiledSystem
@@ -92,21 +93,26 @@ class OverlapGeometry:
         return float(max(params[i] for i, e in enumerate(entries) if e.family == "V" and e.entry[0] == e.entry[1]))
 
     # ------------------------------------------------------------------ overlaps and labels
+    def _diagonals(self, values: np.ndarray) -> dict[tuple[str, int, int], float]:
+        """The diagonal entries of ``q`` and ``V`` at ``values``, keyed by ``(family, class, column)``."""
+        return {
+            (e.family, e.group, e.entry[0]): float(value)
+            for value, e in zip(values, self.system.entries, strict=True)
+            if e.family in ("q", "V") and e.entry[0] == e.entry[1]
+        }
+
     def overlap_bounds(self, values: np.ndarray) -> np.ndarray:
         """The Cauchy-Schwarz bound at ``values`` of every overlap entry, 0 for the other entries: for
         the overlap of the student's column ``j`` with the teacher, ``|theta_ij| <= sqrt(q_jj rho)`` in its
         covariance class, and with a positional direction ``|m_j| <= sqrt(q_jj / rho)`` (``q_jj`` averaged
         over the classes, ``rho`` of the first)."""
-        diagonal: dict[tuple[int, int], float] = {}
-        for value, e in zip(values, self.system.entries, strict=True):
-            if e.family == "q" and e.entry[0] == e.entry[1]:
-                diagonal[(e.group, e.entry[0])] = float(value)
+        diagonal = self._diagonals(values)
         bounds = np.zeros(len(values))
         for i, e in enumerate(self.system.entries):
             if e.family == "theta":
-                bounds[i] = np.sqrt(max(diagonal[(e.group, e.entry[1])], 0.0) * self.rho(e.group))
+                bounds[i] = np.sqrt(max(diagonal[("q", e.group, self.column_of(e))], 0.0) * self.rho(e.group))
             elif e.family == "m":
-                column = [q for (group, j), q in diagonal.items() if j == e.entry[0]]
+                column = [q for (family, _, j), q in diagonal.items() if family == "q" and j == self.column_of(e)]
                 bounds[i] = np.sqrt(max(float(np.mean(column)), 0.0) / self.rho(0))
         return bounds
 
@@ -114,10 +120,7 @@ class OverlapGeometry:
         """The Cauchy-Schwarz bound ``sqrt(x_ii x_jj)`` at ``values`` of every off-diagonal entry ``x_ij`` of
         ``q`` and ``V`` (within its covariance class), 0 for the other entries. At rank 2 and above these
         entries flip sign under a reflection of one student column, as ``m_j`` and ``theta_j`` do."""
-        diagonal: dict[tuple[str, int, int], float] = {}
-        for value, e in zip(values, self.system.entries, strict=True):
-            if e.family in ("q", "V") and e.entry[0] == e.entry[1]:
-                diagonal[(e.family, e.group, e.entry[0])] = float(value)
+        diagonal = self._diagonals(values)
         scales = np.zeros(len(values))
         for k, e in enumerate(self.system.entries):
             if e.family in ("q", "V") and e.entry[0] != e.entry[1]:
@@ -183,6 +186,13 @@ class OverlapGeometry:
         ``theta_ij`` (``w*_i^T Sigma w_j``)."""
         return entry.entry[0] if entry.family == "m" else entry.entry[1]
 
+    @staticmethod
+    def _seedable(entry: OrderParameter, branch: Branch) -> bool:
+        """``entry`` is an entry a seed may set on ``branch``: of a free overlap family, not held by the
+        gauge, and of the first teacher direction (every positional direction for ``m``)."""
+        free_overlap = entry.family in OVERLAP_FAMILIES and entry.family not in branch.zero
+        return free_overlap and entry.name not in branch.gauge and (entry.family == "m" or entry.entry[0] == 0)
+
     def seed_columns(self, branch: Branch) -> list[dict[str, int]]:
         """The ways to put the seeds of the branch's free overlap families on student columns
         (:meth:`seeded`): the first column for every family first (the only way at rank 1), then each
@@ -191,14 +201,8 @@ class OverlapGeometry:
         At rank 2 the mixed branch has two: ``m`` and ``theta`` on the first column, or ``theta`` on the
         second; a branch with one free family has one."""
         families = self.free_families(branch)
-        choices = []
-        for family in families:
-            seedable = {
-                self.column_of(e)
-                for e in self.system.entries
-                if e.family == family and e.name not in branch.gauge and (family == "m" or e.entry[0] == 0)
-            }
-            choices.append(sorted(seedable))
+        seedable = [e for e in self.system.entries if self._seedable(e, branch)]
+        choices = [sorted({self.column_of(e) for e in seedable if e.family == family}) for family in families]
         first = tuple(0 for _ in families)
         combinations = itertools.product(*choices) if len(families) > 1 else ()
         distinct = [c for c in combinations if c != first and len(set(c)) == len(c)]
@@ -215,10 +219,7 @@ class OverlapGeometry:
         x = base.copy()
         bound = self.overlap_bounds(base)
         for i, e in enumerate(self.system.entries):
-            if not bound[i] or e.family in branch.zero:
-                continue
-            seeded_entry = (columns.get(e.family, 0), 0) if e.family == "m" else (0, columns.get(e.family, 0))
-            if e.entry == seeded_entry:
+            if bound[i] and self._seedable(e, branch) and self.column_of(e) == columns.get(e.family, 0):
                 x[i] = strength * bound[i]
         return x
 

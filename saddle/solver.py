@@ -53,9 +53,9 @@ class SaddlePointSolver:
         self, compiled: CompiledSystem, settings: SolverSettings | None = None, consts: np.ndarray | None = None
     ) -> None:
         self.compiled = compiled
-        self.settings = settings or SolverSettings()
-        self.map = SaddleMap(compiled, self.settings, compiled.constant_vector() if consts is None else consts)
-        s = self.settings
+        settings = settings or SolverSettings()
+        self.map = SaddleMap(compiled, settings, compiled.constant_vector() if consts is None else consts)
+        s = settings
         self.roots = RootFinder(s.method, s.tolerance, s.max_evaluations, s.damping)
         self.names, self.families = compiled.names, compiled.families
         branches = branches_of(compiled.system)
@@ -63,6 +63,12 @@ class SaddlePointSolver:
         self.most_symmetric, self.unconstrained = branches[0], branches[-1]
         self._symmetric: dict[float, FixedPoint] = {}
         self._coarse: SaddlePointSolver | None = None
+
+    @property
+    def settings(self) -> SolverSettings:
+        """How fixed points are computed: the settings of this solver's map (one copy, never two to keep
+        in step)."""
+        return self.map.settings
 
     @property
     def consts(self) -> np.ndarray:
@@ -107,8 +113,7 @@ class SaddlePointSolver:
     def in_form(self, conjugate_form: Literal["score", "envelope"]) -> SaddlePointSolver:
         """This solver, renewed (:meth:`renewed`), evaluating the conjugates in ``conjugate_form``."""
         other = self.renewed()
-        other.settings = replace(self.settings, conjugate_form=conjugate_form)
-        other.map.settings = other.settings
+        other.map.settings = replace(self.settings, conjugate_form=conjugate_form)
         return other
 
     def coarse(self) -> SaddlePointSolver | None:

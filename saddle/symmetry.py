@@ -75,13 +75,13 @@ def candidates(L: int, r: int = 1, t: int = 1) -> list[SignedTokenPermutation]:
     """Every signed token permutation of ``L`` tokens with ``r`` student and ``t`` teacher columns (a
     group of order ``2^(2r + t) L!``: the per-column signs are the reflections of a student of rank
     ``r >= 2``, whose rotations a gauge fixes)."""
-    signs = lambda width: list(itertools.product((1, -1), repeat=width))  # noqa: E731
+    student, teacher = (list(itertools.product((1, -1), repeat=width)) for width in (r, t))
     return [
         SignedTokenPermutation(p, a, b, c)
         for p in itertools.permutations(range(L))
-        for a in signs(r)
-        for b in signs(t)
-        for c in signs(r)
+        for a in student
+        for b in teacher
+        for c in student
     ]
 
 
