@@ -47,7 +47,7 @@ from attnphase.replica.declaration import (
 from attnphase.replica.saddle_equations import ReplicaSystem, derive
 from attnphase.replica.variants import VARIANTS, Variant, variant
 from attnphase.saddle.fixed_point import FixedPoint
-from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
+from attnphase.saddle.quadrature import GaussHermite, QuadratureCheck, ScrambledSobol
 from attnphase.saddle.settings import ProxSettings, SolverSettings
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ __all__ = [
     "PhaseDiagramResult",
     "PositionalEncodings",
     "ProxSettings",
+    "QuadratureCheck",
     "ReplicaSystem",
     "Ridge",
     "ScanResult",

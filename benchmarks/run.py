@@ -12,7 +12,9 @@ three-omega diagram on a coarser rule and grid (``phase_diagram_seconds``), one 
 (``fixed_point_seconds``, with its evaluations), one quick evaluation of the map against the
 number of quadrature nodes (``evaluation_seconds_by_order``), assessing one fixed point's stability
 (``stability_seconds``, :func:`attnphase.saddle.landscape.assess`), the default scan's time with the
-stability of every point over its time without (``stability_overhead``), and the time of a scan of
+stability of every point over its time without (``stability_overhead``), one quadrature error check
+(``error_check_seconds``, :meth:`SaddleMap.train_loss_check`) and the scan's time with the checks over
+its time without (``error_check_overhead``, both without stability), and the time of a scan of
 the positional and semantic branches without the prox's warm start over the time with it
 (``warm_start_speedup``). The JSON records the machine, its load, the settings and every timing.
 """
@@ -121,6 +123,7 @@ def main() -> None:
     _, results["evaluation_seconds"] = timed(lambda: solver.map.evaluate(point.values, 2.1, thorough=False))
     results["evaluation_seconds_by_order"] = evaluation_seconds_by_order(model, point)
     _, results["stability_seconds"] = timed(lambda: assess(solver, point))
+    _, results["error_check_seconds"] = timed(lambda: solver.map.train_loss_check(point.values, point.conjugates, 2.1))
     reference_error = linear_baseline(solver.compiled.system).test_error
     scan, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error))
     results["scan_seconds"] = seconds
@@ -132,6 +135,10 @@ def main() -> None:
     _, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error, stability=False))
     results["scan_without_stability_seconds"] = seconds
     results["stability_overhead"] = results["scan_seconds"] / seconds
+    unchecked = make_solver(model, replace(settings, error_check=None))
+    _, seconds = timed(lambda: run_scan(unchecked, DEFAULT_ALPHAS, reference_error, stability=False))
+    results["scan_without_stability_and_error_check_seconds"] = seconds
+    results["error_check_overhead"] = results["scan_without_stability_seconds"] / seconds
     results["cli_scan_seconds"] = command_seconds("scan")
     with tempfile.TemporaryDirectory() as cache:
         results["cli_scan_fresh_seconds"] = command_seconds("scan", cache=cache)

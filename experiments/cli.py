@@ -22,6 +22,7 @@ from attnphase.experiments.cli_common import (
     USER_ERRORS,
     ConjugateForm,
     Dimension,
+    ErrorCheck,
     Lambda,
     ModelName,
     ModelSettings,
@@ -122,6 +123,7 @@ def scan(
     conjugate_form: ConjugateForm = "score",
     threshold_order: ThresholdOrder = 32,
     stability: Stability = True,
+    error_check: ErrorCheck = 12,
     overwrite: Overwrite = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
@@ -143,6 +145,7 @@ def scan(
             conjugate_form=conjugate_form,
             threshold_order=threshold_order,
             stability=stability,
+            error_check=error_check,
             out=out,
             overwrite=overwrite,
             progress=None,
@@ -173,6 +176,7 @@ def phase_diagram(
     conjugate_form: ConjugateForm = "score",
     threshold_order: ThresholdOrder = 32,
     stability: Stability = True,
+    error_check: ErrorCheck = 12,
     jobs: Annotated[int, typer.Option(help="Local worker processes, an integer in [1, 256].")] = 2,
     scheduler: Annotated[
         str | None, typer.Option(help="Address of a Dask scheduler to run on instead (needs attnphase[dask]).")
@@ -216,6 +220,7 @@ def phase_diagram(
             conjugate_form=conjugate_form,
             threshold_order=threshold_order,
             stability=stability,
+            error_check=error_check,
             out=out,
             overwrite=overwrite,
             jobs=jobs,

@@ -78,6 +78,13 @@ Order = Annotated[
 Seed = Annotated[
     int, typer.Option(help="Seed of the Sobol scrambling and of the extra prox starts, an integer in [0, 4294967295].")
 ]
+ErrorCheck = Annotated[
+    int,
+    typer.Option(
+        help="log2 of the points of each of four scrambled Sobol rules on which every converged point's "
+        "training loss is evaluated again for its quadrature error, an integer in [4, 20] (0: none)."
+    ),
+]
 ConjugateForm = Annotated[str, typer.Option(help="score (integration by parts) or envelope.")]
 ThresholdOrder = Annotated[
     int,

@@ -38,7 +38,13 @@ from attnphase.experiments.study import StudyResult, logger, output_directory, p
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.continuation import Anchor, BranchEnd, BranchTrace
 from attnphase.saddle.fixed_point import FixedPoint
-from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, make_rule
+from attnphase.saddle.quadrature import (
+    CHECK_LOG2_POINTS,
+    GAUSS_HERMITE_ORDER,
+    GaussHermite,
+    QuadratureCheck,
+    make_rule,
+)
 from attnphase.saddle.scan import ScanSolution, make_solver, run_scan
 from attnphase.saddle.settings import ProxSettings, SolverSettings
 from attnphase.saddle.solver import SaddlePointSolver
@@ -52,21 +58,27 @@ def solver_settings(
     seed: int = 0,
     conjugate_form: str = "score",
     threshold_order: int = 32,
+    error_check: int = QuadratureCheck.log2_points,
 ) -> SolverSettings:
     """Solver settings from the scan's options: the rule by name and order (``sobol``: ``2**order``
     points scrambled with ``seed``), the seed of the extra prox starts, the form of the conjugate
-    integrals (THEORY.md sec. 4) and the Gauss-Hermite order on which ``alpha_l`` is solved
-    (0: the scan's own rule). The smooth test-error integrand (sec. 5) is integrated by
-    Gauss-Hermite of the same order (of order 20 beside a Sobol rule)."""
+    integrals (THEORY.md sec. 4), the Gauss-Hermite order on which ``alpha_l`` is solved
+    (0: the scan's own rule) and log2 of the points of each scrambling of the quadrature error check
+    (0: none; :class:`~attnphase.saddle.quadrature.QuadratureCheck`, its seeds drawn from ``seed``). The
+    smooth test-error integrand (sec. 5) is integrated by Gauss-Hermite of the same order (of order 20
+    beside a Sobol rule)."""
     rule = make_rule(quadrature, order, seed)
     if threshold_order:
         check(threshold_order, "threshold_order", GAUSS_HERMITE_ORDER)
+    if error_check:
+        check(error_check, "error_check", CHECK_LOG2_POINTS)
     return SolverSettings(
         quadrature=rule,
         test_quadrature=rule if isinstance(rule, GaussHermite) else GaussHermite(20),
         conjugate_form=conjugate_form,
         prox=ProxSettings(seed=seed),
         threshold_quadrature=GaussHermite(threshold_order) if threshold_order else None,
+        error_check=QuadratureCheck(error_check, seed=seed) if error_check else None,
     )
 
 
@@ -182,7 +194,8 @@ class ScanResult(StudyResult):
         return scan_figure(self.branches, self.thresholds.iloc[0])
 
     def summary(self) -> str:
-        """A few lines: the thresholds, the baseline, how many points converged, where branches ended."""
+        """A few lines: the thresholds, the baseline, how many points converged, where branches ended, the
+        largest estimated quadrature error of a training loss."""
         s = self.solution
         points = self.points
         failed = [p for p in points if not p.converged]
@@ -193,6 +206,15 @@ class ScanResult(StudyResult):
             f"{len(points) - len(failed)} converged fixed points, {len(failed)} flagged"
             + (f" (branch ends: {', '.join(f'{p.branch} at alpha={p.alpha:g}' for p in failed)})" if failed else ""),
         ]
+        checked = [p for p in points if p.converged and np.isfinite(p.train_loss_check)]
+        if checked:
+            bounds = [(p.train_loss_error + 2.0 * p.train_loss_check_se) / p.train_loss for p in checked]
+            worst = checked[int(np.argmax(bounds))]
+            lines.append(
+                f"quadrature error of eps_t below {max(bounds):.1e} relative at every checked point "
+                f"(|eps_t - check| + 2 standard errors, largest for {worst.branch} at alpha={worst.alpha:g}: "
+                f"{worst.quadrature} against {worst.error_check})"
+            )
         if len(self.transitions):
             changes = [f"{t.before} -> {t.after} in ({t.below:g}, {t.above:g})" for t in self.transitions.itertuples()]
             lines.append("global minimum changes: " + ", ".join(changes))
@@ -212,11 +234,17 @@ def scan_identity(model: AttentionModel, options: dict[str, object]) -> dict[str
 
 
 def scan_options(
-    quadrature: str, order: int, seed: int, conjugate_form: str, threshold_order: int, stability: bool = True
+    quadrature: str,
+    order: int,
+    seed: int,
+    conjugate_form: str,
+    threshold_order: int,
+    stability: bool = True,
+    error_check: int = QuadratureCheck.log2_points,
 ) -> dict[str, object]:
     """The options of :func:`scan` besides the alphas, as recorded in ``run.json``, each checked
     (:func:`solver_settings` raises on a bad value)."""
-    solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
+    solver_settings(quadrature, order, seed, conjugate_form, threshold_order, error_check)
     check_type(stability, "stability", bool, "True or False")
     return {
         "quadrature": quadrature,
@@ -225,6 +253,7 @@ def scan_options(
         "conjugate_form": conjugate_form,
         "threshold_order": threshold_order,
         "stability": stability,
+        "error_check": error_check,
     }
 
 
@@ -375,6 +404,7 @@ def scan(
     conjugate_form: str = "score",
     threshold_order: int = 32,
     stability: bool = True,
+    error_check: int = QuadratureCheck.log2_points,
     out: str | Path | None = None,
     overwrite: bool = False,
     progress: bool | None = True,
@@ -390,7 +420,10 @@ def scan(
     ``threshold_order``: Gauss-Hermite order of the rule on which alpha_l is solved (0: the scan's);
     ``stability``: the curvature of the training loss in every overlap family and whether each point
     is a minimum (:func:`~attnphase.saddle.landscape.assess`, columns ``stable`` and
-    ``curvature_<family>``; about twice the time of the scan without it). With ``out``, the
+    ``curvature_<family>``; about twice the time of the scan without it); ``error_check``: log2 of the
+    points of each of the four scramblings on which every converged point's training loss is evaluated
+    again (columns ``train_loss_error``, ``train_loss_check``, ``train_loss_check_se``; 0: none;
+    :class:`~attnphase.saddle.quadrature.QuadratureCheck`). With ``out``, the
     directory is held for the whole scan (another run into it is refused at once:
     :class:`~attnphase.experiments.storage.DirectoryInUseError`), points are written to
     ``out/branches.csv`` as they are computed, and the finished result is saved there
@@ -404,10 +437,10 @@ def scan(
     progress bar (``None``: only in a terminal).
     """
     grid = parse_alphas(alphas)
-    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order)
+    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order, error_check)
     options: dict[str, object] = {
         "alphas": grid.tolist(),
-        **scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability),
+        **scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability, error_check),
     }
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():

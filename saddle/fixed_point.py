@@ -54,6 +54,17 @@ class FixedPoint:
     curvature: Mapping[str, float] = field(default_factory=dict)
     stable: bool | None = None  # Hessian positive definite; None where not assessed
     sheet: int = 0  # folds passed on the way from the branch's anchor (saddle/arclength.py)
+    # eps_t on the independent randomised rules of the error check (saddle.quadrature.QuadratureCheck):
+    # their mean and its standard error; NaN where no check ran (unconverged points, or none asked for)
+    train_loss_check: float = float("nan")
+    train_loss_check_se: float = float("nan")
+    error_check: str = ""  # the check's label
+
+    @property
+    def train_loss_error(self) -> float:
+        """The estimated quadrature error of ``train_loss``: its distance to the error check's mean,
+        known to about twice ``train_loss_check_se`` (NaN without a check)."""
+        return abs(self.train_loss - self.train_loss_check)
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
@@ -96,6 +107,9 @@ class FixedPoint:
             },
             stable={"true": True, "1": True, "false": False, "0": False}.get(str(row.get("stable", "")).lower()),
             sheet=int(row.get("sheet", 0)),
+            train_loss_check=float(row.get("train_loss_check", float("nan"))),
+            train_loss_check_se=float(row.get("train_loss_check_se", float("nan"))),
+            error_check=label if isinstance(label := row.get("error_check"), str) else "",  # NaN when empty
         )
 
     def row(self) -> dict[str, object]:
@@ -118,6 +132,10 @@ class FixedPoint:
             iterations=self.iterations,
             prox_unconverged=self.prox_unconverged,
             quadrature=self.quadrature,
+            train_loss_error=self.train_loss_error,
+            train_loss_check=self.train_loss_check,
+            train_loss_check_se=self.train_loss_check_se,
+            error_check=self.error_check,
             conjugate_form=self.conjugate_form,
         )
         return row

@@ -96,32 +96,41 @@ class SaddleMap:
         is a start too (``ProxSettings.warm_start``).
         """
         point = self.overlaps.kernel_point(params)
-        # at a vanishing student the prox moves by about sqrt(VANISHING_PROBE) of its usual scale
-        tolerance = self.settings.prox.gradient_tolerance * (1.0 if point is params else np.sqrt(VANISHING_PROBE))
-        params = point
-        fold = self.fold(params)
+        tolerance = self._prox_tolerance(params)
+        fold = self.fold(point)
         nodes = self.nodes if fold is None else fold.nodes
-        starts = self.compiled.starts(nodes, params, self.consts)
-        s = self.settings.prox
-        pattern = self.overlaps.zero_pattern(params)
-        if not thorough:
-            starts = starts[:2]
-            if s.warm_start and pattern in self._warm:
-                starts = np.concatenate([starts, self._warm[pattern][None]])
-        if len(self._directions) and thorough:
-            omega = starts[0]
-            scale = np.sqrt(self.overlaps.largest_response(params))
-            shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
-            starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
+        pattern = self.overlaps.zero_pattern(point)
+        starts = self._starts(nodes, point, thorough, pattern)
         if thorough:
-            z, value, grad = self._thorough_prox(nodes, params, starts, tolerance)
+            z, value, grad = self._thorough_prox(nodes, point, starts, tolerance)
         else:
-            z, value, grad = self.prox_from(nodes, params, starts, tolerance)
-        if thorough and s.warm_start:
+            z, value, grad = self.prox_from(nodes, point, starts, tolerance)
+        if thorough and self.settings.prox.warm_start:
             self._warm[pattern] = z
         if fold is None:
             return z, value, grad
         return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
+
+    def _prox_tolerance(self, params: np.ndarray) -> float:
+        """The prox's gradient tolerance at ``params``: at a vanishing student the prox moves by about
+        ``sqrt(VANISHING_PROBE)`` of its usual scale (:meth:`OverlapGeometry.kernel_point`)."""
+        scale = 1.0 if self.overlaps.kernel_point(params) is params else np.sqrt(VANISHING_PROBE)
+        return self.settings.prox.gradient_tolerance * scale
+
+    def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
+        """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""
+        starts = self.compiled.starts(nodes, point, self.consts)
+        if not thorough:
+            starts = starts[:2]
+            if self.settings.prox.warm_start and pattern in self._warm:
+                starts = np.concatenate([starts, self._warm[pattern][None]])
+            return starts
+        if len(self._directions):
+            omega = starts[0]
+            scale = np.sqrt(self.overlaps.largest_response(point))
+            shifted = [sign * omega + scale * u[:, None] for u in self._directions for sign in (1, -1)]
+            starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
+        return starts
 
     def _thorough_prox(
         self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float
@@ -295,6 +304,24 @@ class SaddleMap:
         check_alpha(alpha)
         z, value, _ = self.prox(params)
         return self.phi(params, conjugates, alpha, self.weights @ value + self.kink_correction(params, z, value))
+
+    def train_loss_check(self, params: np.ndarray, conjugates: np.ndarray, alpha: float) -> tuple[float, float]:
+        """``eps_t = -Phi`` at ``params`` and ``conjugates`` on each rule of the settings' ``error_check``
+        (:class:`~attnphase.saddle.quadrature.QuadratureCheck`), the prox found from the thorough starts
+        (:meth:`prox`) at every point: the mean over the scramblings and its standard error (NaN, NaN
+        without a check)."""
+        check = self.settings.error_check
+        if check is None:
+            return float("nan"), float("nan")
+        point = self.overlaps.kernel_point(params)
+        tolerance = self._prox_tolerance(params)
+        losses = []
+        for rule in check.rules():
+            nodes, weights = self.compiled.rule(rule)
+            starts = self._starts(nodes, point, True, self.overlaps.zero_pattern(point))
+            _, values, _ = self.prox_from(nodes, point, starts, tolerance)
+            losses.append(-self.phi(params, conjugates, alpha, float(weights @ values)))
+        return float(np.mean(losses)), float(np.std(losses, ddof=1) / np.sqrt(len(losses)))
 
     def loss_observables(
         self, params: np.ndarray, conjugates: np.ndarray, ev: Evaluation, alpha: float, correct_kinks: bool

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from attnphase.saddle.quadrature import GaussHermite, QuadratureRule, ScrambledSobol
+from attnphase.saddle.quadrature import GaussHermite, QuadratureCheck, QuadratureRule, ScrambledSobol
 from attnphase.saddle.validation import (
     PROX_RANGES,
     SOLVER_RANGES,
@@ -67,7 +67,9 @@ class SolverSettings:
     equal in exact arithmetic (THEORY.md sec. 4). ``test_quadrature`` integrates the smooth
     test-error integrand. ``fold_symmetries``: compute the prox on one node per orbit of the
     envelope's symmetries at the current overlaps (:mod:`saddle.symmetry`); the result is
-    the same up to rounding.
+    the same up to rounding. ``error_check``: the independent randomised rules on which the training
+    loss of every converged point is evaluated again, for its quadrature error
+    (:class:`~attnphase.saddle.quadrature.QuadratureCheck`; ``None``: no estimate).
     """
 
     quadrature: QuadratureRule = GaussHermite(20)
@@ -85,6 +87,7 @@ class SolverSettings:
     energy_tolerance: float = 1e-6
     prox_tolerance: float = 1e-6
     kink_tolerance: float = 0.05
+    error_check: QuadratureCheck | None = QuadratureCheck()
 
     def __post_init__(self) -> None:
         rules, rule = (GaussHermite, ScrambledSobol), "a GaussHermite or ScrambledSobol rule"
@@ -94,6 +97,7 @@ class SolverSettings:
             self.threshold_quadrature, "threshold_quadrature", (GaussHermite, type(None)), "a GaussHermite or None"
         )
         check_type(self.prox, "prox", ProxSettings, "a ProxSettings")
+        check_type(self.error_check, "error_check", (QuadratureCheck, type(None)), "a QuadratureCheck or None")
         for flag in ("fold_symmetries", "line_correction"):
             check_type(getattr(self, flag), flag, bool, "True or False")
         check_choice(self.conjugate_form, "conjugate_form", ("score", "envelope"))

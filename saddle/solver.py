@@ -166,7 +166,7 @@ class SaddlePointSolver:
         generic guess, or the vanishing student (:meth:`vanishing_point`) if that search does not
         converge and the vanishing student does; cached, since every branch's anchor starts from it."""
         if alpha not in self._symmetric:
-            point, _ = self.solve(alpha, self.most_symmetric, initial=self.generic_guess())
+            point, _ = self.solve(alpha, self.most_symmetric, initial=self.generic_guess(), error_check=False)
             if not point.converged:
                 vanishing = self.vanishing_point(alpha)
                 point = vanishing if vanishing.converged else point
@@ -181,7 +181,7 @@ class SaddlePointSolver:
         point where the prox stays at ``z = 0`` and the responses' equations have a root (its checks
         say)."""
         start = np.where(self.overlaps.responses, self.generic_guess(), 0.0)
-        point, _ = self.solve(alpha, self.most_symmetric, initial=start)
+        point, _ = self.solve(alpha, self.most_symmetric, initial=start, error_check=False)
         return point
 
     # ------------------------------------------------------------------ searches
@@ -197,12 +197,16 @@ class SaddlePointSolver:
         Cauchy-Schwarz bound, then the generic guess seeded the same way; it does so for each way to put
         the seeds on the student's columns (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and
         returns the point of lowest training loss among those it finds on the branch. If none lands on
-        the branch, the best point found is returned, labelled by what it converged to.
+        the branch, the best point found is returned, labelled by what it converged to. Only the point
+        returned is checked for its quadrature error (:meth:`checked`).
         """
+        return self.checked(self._anchored(alpha, branch))
+
+    def _anchored(self, alpha: float, branch: Branch) -> FixedPoint:
         coarse = self.coarse()
         if coarse is not None:
-            rough = coarse.anchor(alpha, branch)
-            point, _ = self.solve(alpha, branch, initial=rough.values)
+            rough = coarse._anchored(alpha, branch)
+            point, _ = self.solve(alpha, branch, initial=rough.values, error_check=False)
             if self.on_branch(point, branch) or not coarse.on_branch(rough, branch):
                 return point  # the coarse search found no point of the branch: neither does this one
         parent = self.symmetric_point(alpha)
@@ -212,7 +216,8 @@ class SaddlePointSolver:
         found: list[FixedPoint] = []
         for columns in self.overlaps.seed_columns(branch):
             for base, strength in itertools.product((parent.values, self.generic_guess()), branch.seeds):
-                point, _ = self.solve(alpha, branch, initial=self.overlaps.seeded(base, branch, strength, columns))
+                seeded = self.overlaps.seeded(base, branch, strength, columns)
+                point, _ = self.solve(alpha, branch, initial=seeded, error_check=False)
                 tried.append(point)
                 if self.on_branch(point, branch):
                     found.append(point)
@@ -227,10 +232,12 @@ class SaddlePointSolver:
         branch: Branch,
         initial: np.ndarray,
         jacobian: np.ndarray | None = None,
+        error_check: bool = True,
     ) -> tuple[FixedPoint, np.ndarray | None]:
         """Fixed point on ``branch`` at ``alpha`` from ``initial`` (rotated onto the branch's gauge,
         :meth:`OverlapGeometry.in_gauge`); returns it and the final Jacobian estimate of ``F(x) - x`` on
-        the free entries (reusable by a neighbour)."""
+        the free entries (reusable by a neighbour). ``error_check``: check a converged point's quadrature
+        error (:meth:`checked`; a search that only passes through the point may skip it)."""
         check_alpha(alpha)
         overlaps = self.overlaps
         start = overlaps.in_gauge(np.array(initial, dtype=float), branch)
@@ -246,7 +253,7 @@ class SaddlePointSolver:
             kind = passes.pop(0)
             x, jacobian, used, settled = self._find_root(alpha, free, start, jacobian, kind == "thorough")
             evaluations += used
-            point = self.observe(x, alpha, branch, evaluations)
+            point = self.observe(x, alpha, branch, evaluations, error_check)
             if point.converged or kind == "thorough":
                 break
             if kind == "refreshed" and settled:
@@ -254,7 +261,8 @@ class SaddlePointSolver:
             start = x
         if not point.converged and overlaps.nearly_vanishes(point.values):
             # q runs to the edge of its domain: F vanishes linearly in q there, and the root is W = 0
-            vanishing, _ = self.solve(alpha, branch, initial=np.where(overlaps.responses, point.values, 0.0))
+            start = np.where(overlaps.responses, point.values, 0.0)
+            vanishing, _ = self.solve(alpha, branch, initial=start, error_check=error_check)
             if vanishing.converged:
                 return vanishing, None
         return point, jacobian
@@ -335,14 +343,30 @@ class SaddlePointSolver:
             failed.append(f"prox: {ev.prox_unconverged} nodes of weight {ev.prox_unconverged_weight:.1e} unconverged")
         return failed
 
-    def observe(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int = 0) -> FixedPoint:
+    def observe(
+        self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int = 0, error_check: bool = True
+    ) -> FixedPoint:
         """The candidate fixed point ``params`` of ``branch`` at ``alpha`` with its observables
         (THEORY.md sec. 5) and every check of :meth:`diagnose`, from one evaluation of the map
-        with all prox starts (``evaluations``: the evaluations that found it, for the record).
-        A point read back from a table is re-checked this way before it is trusted."""
+        with all prox starts (``evaluations``: the evaluations that found it, for the record), and, if
+        it converged and ``error_check``, its quadrature error (:meth:`checked`). A point read back
+        from a table is re-checked this way before it is trusted."""
         check_alpha(alpha)
         with np.errstate(all="ignore"):  # non-finite values are reported in the status, not printed
-            return self._observed(np.asarray(params, dtype=float), alpha, branch, evaluations)
+            point = self._observed(np.asarray(params, dtype=float), alpha, branch, evaluations)
+        return self.checked(point) if error_check else point
+
+    def checked(self, point: FixedPoint) -> FixedPoint:
+        """``point`` with its training loss evaluated again on the settings' ``error_check`` rules
+        (:meth:`SaddleMap.train_loss_check`): the estimate of its quadrature error
+        (:attr:`FixedPoint.train_loss_error`). Points that have not converged, or have been checked,
+        are returned as they are, as is every point without an ``error_check``."""
+        check = self.settings.error_check
+        if check is None or not point.converged or point.error_check == check.label:
+            return point
+        with np.errstate(all="ignore"):
+            mean, se = self.map.train_loss_check(point.values, point.conjugates, point.alpha)
+        return replace(point, train_loss_check=mean, train_loss_check_se=se, error_check=check.label)
 
     def _observed(self, params: np.ndarray, alpha: float, branch: Branch, evaluations: int) -> FixedPoint:
         ev = self.map.evaluate(params, alpha, thorough=True)

@@ -61,7 +61,10 @@ class _BranchSolver:
     def __call__(self, alpha: float) -> FixedPoint:
         w = (alpha - self.lo.alpha) / (self.hi.alpha - self.lo.alpha)
         initial = (1 - w) * self.lo.values + w * self.hi.values
-        point, jacobian = self.solver.solve(alpha, self.branch, initial=initial, jacobian=self.jacobian)
+        # a point of the root search for a crossing, not reported: no quadrature error check
+        point, jacobian = self.solver.solve(
+            alpha, self.branch, initial=initial, jacobian=self.jacobian, error_check=False
+        )
         if not point.converged:
             raise RuntimeError(
                 f"{self.branch.name} branch did not converge at alpha={alpha:.6g} (residual {point.residual:.1e})"

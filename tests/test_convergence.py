@@ -27,6 +27,12 @@ def test_a_converged_point_passes_every_check_and_keeps_its_status_in_a_table(se
     assert row["status"] == "converged" and row["converged"] is True
     back = FixedPoint.from_row(row, semantic_point.names, semantic_point.conjugate_names)
     assert back.status == "converged" and back.converged and back.branch == "semantic"
+    assert back.error_check == semantic_point.error_check != ""
+    assert (back.train_loss_check, back.train_loss_check_se) == (
+        semantic_point.train_loss_check,
+        semantic_point.train_loss_check_se,
+    )
+    assert row["train_loss_error"] == abs(row["train_loss"] - row["train_loss_check"])
 
 
 def test_a_moved_point_fails_the_residual_check(paper_solver, semantic_point):

@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from numpy.polynomial.hermite_e import hermegauss
 
+from attnphase.experiments.scan_study import solver_settings
 from attnphase.replica.declaration import paper_model
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.quadrature import (
     DEFAULT_TRAIN_LOSS_ERROR,
     GaussHermite,
+    QuadratureCheck,
     QuadratureError,
     ScrambledSobol,
     make_rule,
@@ -181,3 +183,45 @@ def test_alpha_l_is_solved_on_the_finer_threshold_rule_only_when_it_is_finer():
         SolverSettings(threshold_quadrature=None),
     ):
         assert threshold_solver(model, settings).settings.quadrature == settings.quadrature
+
+
+def test_the_error_check_measures_the_error_of_a_coarse_rule():
+    """A point solved on plain Gauss-Hermite 6 (no kink correction) has eps_t off by about 1e-3 relative.
+    Its error check (four scrambled Sobol rules of 2^12 points at the point, :class:`QuadratureCheck`)
+    is an unbiased estimate of the exact eps_t there: it lies within four of its standard errors of
+    ``-Phi`` on Gauss-Hermite 40 with the kink correction (accurate to about 1e-5 relative), so the
+    estimated error ``train_loss_error`` is the actual one within that margin, and large enough to be
+    told from zero."""
+    model, alpha = paper_model(), 1.5
+    coarse = make_solver(model, SolverSettings(quadrature=GaussHermite(6), line_correction=False))
+    point = coarse.anchor(alpha, SEMANTIC)
+    assert point.converged and point.error_check == QuadratureCheck().label
+    exact = -make_solver(model, SolverSettings(quadrature=GaussHermite(40))).map.free_entropy(
+        point.values, point.conjugates, alpha
+    )
+    assert abs(point.train_loss_check - exact) < 4 * point.train_loss_check_se
+    assert abs(point.train_loss - exact) > 5e-4 * exact
+    assert point.train_loss_error > 3 * point.train_loss_check_se
+
+
+def test_only_converged_points_are_checked_and_the_check_can_be_off(paper_solver):
+    point = paper_solver.anchor(2.0, SEMANTIC)
+    assert np.isfinite(point.train_loss_check) and point.train_loss_check_se > 0.0
+    moved = point.values * 1.05
+    unconverged = paper_solver.observe(moved, 2.0, SEMANTIC)
+    assert not unconverged.converged and np.isnan(unconverged.train_loss_error) and unconverged.error_check == ""
+    off = make_solver(paper_model(), SolverSettings(error_check=None)).observe(point.values, 2.0, SEMANTIC)
+    assert off.converged and np.isnan(off.train_loss_check)
+    assert paper_solver.checked(off).train_loss_check == point.train_loss_check  # the same rules, the same value
+
+
+def test_the_check_scramblings_are_drawn_from_the_scan_seed_apart_from_any_small_seed():
+    """Four distinct 32-bit seeds per check seed, none of them a small integer such as the scrambling
+    seed of a Sobol rule a point was solved on; the scan's seed chooses them."""
+    for seed in (0, 1, 2**32 - 1):
+        seeds = solver_settings("sobol", 12, seed=seed).error_check.seeds
+        assert len(set(seeds)) == 4 and min(seeds) > 1000 and seed not in seeds
+    assert solver_settings(seed=0).error_check.seeds != solver_settings(seed=1).error_check.seeds
+    assert solver_settings(error_check=0).error_check is None
+    check = QuadratureCheck(12, 3, seed=5)
+    assert [rule.seed for rule in check.rules()] == list(check.seeds) and check.rules()[0].log2_points == 12

@@ -194,6 +194,7 @@ CLI_OPTIONS: list[tuple[str, str, Interval, str]] = [
     ("scan", "--order", quadrature.GAUSS_HERMITE_ORDER, "Gauss-Hermite order"),
     ("scan", "--seed", validation.SEED, "seed"),
     ("scan", "--threshold-order", quadrature.GAUSS_HERMITE_ORDER, "threshold_order"),
+    ("scan", "--error-check", quadrature.CHECK_LOG2_POINTS, "error_check"),
     *[("equations", option, interval, name) for option, interval, name in MODEL_OPTIONS],
     *[("simulate", option, interval, name) for option, interval, name in MODEL_OPTIONS],
     ("simulate", "--d", parsing.DIMENSION, "d"),
@@ -248,7 +249,8 @@ def _invoke(command: str, arguments: list[str], out: Path | None) -> tuple[int, 
 @COMMAND_EXAMPLES
 @given(data=st.data())
 def test_every_numeric_option_refuses_bad_values_in_one_line(command, option, interval, name, data):
-    value = data.draw(outside(interval).filter(lambda v: not (option == "--threshold-order" and v == 0)), label=option)
+    off = option in ("--threshold-order", "--error-check")  # 0 means "the scan's rule" or "no check" there
+    value = data.draw(outside(interval).filter(lambda v: not (off and v == 0)), label=option)
     text = _text(value) if option != "--dims" else f"{_text(value)},100"
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "out"
@@ -441,6 +443,10 @@ API_PROBE = [
     (lambda: ProxSettings(max_iterations=0), ValueError, "max_iterations must be an integer in [1, 10000]; got 0"),
     (lambda: ProxSettings(gradient_tolerance=nan), ValueError, "gradient_tolerance must be in (0, 0.001]; got nan"),
     (lambda: solver_settings(threshold_order=1000), ValueError, "threshold_order must be an integer in [2, 64]"),
+    (lambda: solver_settings(error_check=30), ValueError, "error_check must be an integer in [4, 20]; got 30"),
+    (lambda: ap.QuadratureCheck(3), ValueError, "check log2_points must be an integer in [4, 20]; got 3"),
+    (lambda: ap.QuadratureCheck(scramblings=1), ValueError, "check scramblings must be an integer in [2, 64]; got 1"),
+    (lambda: SolverSettings(error_check=12), TypeError, "error_check must be a QuadratureCheck or None; got 12"),
 ]
 
 
