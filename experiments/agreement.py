@@ -20,7 +20,7 @@ gap can be read shrinking with ``d``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -110,11 +110,14 @@ def _values(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
 def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """The agreement table (``COLUMNS``) of classified ``runs`` (a ``basin`` column) with the theory's
     ``points``: one row per ``(alpha, d, init, basin, quantity)`` whose basin is a fixed point found at
-    that alpha; runs in no basin (``neither``) are left out."""
+    that alpha; runs in no basin (``neither``) are left out. The standard error of a group of one run is
+    the seed-to-seed spread of the quantity within the other groups (:func:`pooled_spread`), so that a
+    lone run is held to the spread its seeds have elsewhere, not to an infinite one."""
     measured = pd.concat([runs[["alpha", "d", "init", "basin", "converged"]], _values(runs, model)], axis=1)
     theory = pd.concat([points[["alpha", "branch"]], _values(points, model)], axis=1)
     theory = theory.assign(alpha=theory["alpha"].round(10))
     rows = []
+    spread = pooled_spread(measured, compared_quantities(model))
     for (alpha, d, init, basin), group in measured.groupby(["alpha", "d", "init", "basin"], sort=True):
         match = theory[(theory["alpha"] == round(float(alpha), 10)) & (theory["branch"] == basin)]
         if match.empty:
@@ -122,7 +125,11 @@ def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> 
         for quantity in compared_quantities(model):
             values = group[quantity].to_numpy(float)
             target = float(match[quantity].iloc[0])
-            se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.inf
+            se = (
+                float(np.std(values, ddof=1) / math.sqrt(len(values)))
+                if len(values) > 1
+                else spread(alpha, d, quantity)
+            )
             allowance = _allowance(quantity, target, int(d))
             gap = float(values.mean()) - target
             rows.append(
@@ -143,6 +150,28 @@ def compare(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> 
                 }
             )
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def pooled_spread(measured: pd.DataFrame, quantities: Sequence[str]) -> Callable[[float, int, str], float]:
+    """``spread(alpha, d, quantity)``: the pooled within-group standard deviation of ``quantity`` over the
+    groups ``(alpha, d, init, basin)`` of ``measured`` with two runs or more, ``sqrt(sum (n_g - 1) s_g^2 /
+    sum (n_g - 1))``, at that alpha and d, else at that d over every alpha, else 0 (the allowance alone)."""
+    keys = ["alpha", "d", "init", "basin"]
+    groups = measured.groupby(keys)[list(quantities)]
+    sizes = groups.size()
+    sums = (groups.var(ddof=1).mul(sizes - 1, axis=0))[sizes > 1]
+    freedom = (sizes - 1)[sizes > 1]
+
+    def spread(alpha: float, d: int, quantity: str) -> float:
+        for where in (
+            (sums.index.get_level_values("alpha") == alpha) & (sums.index.get_level_values("d") == d),
+            sums.index.get_level_values("d") == d,
+        ):
+            if where.any():
+                return float(math.sqrt(sums[quantity][where].sum() / freedom[where].sum()))
+        return 0.0
+
+    return spread
 
 
 def _allowance(quantity: str, target: float, d: int) -> float:

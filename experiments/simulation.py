@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import chi
 
 from attnphase.experiments.finite_model import FiniteModel
 from attnphase.experiments.storage import CorruptResultsError, exclusive, read_table, start_run, write_table
@@ -666,6 +667,20 @@ def branch_overlaps(
     return pd.DataFrame(values)
 
 
+#: The probability of three standard deviations of a Gaussian, ``P(|x| < 3 sigma)``: the share of runs whose
+#: vanishing overlap a spread of ``3 sigma`` keeps below it (:func:`norm_spread`).
+THREE_SIGMA = math.erf(3.0 / math.sqrt(2.0))
+
+
+def norm_spread(d: np.ndarray, entries: int) -> np.ndarray:
+    """The finite-d spread of the norm of ``entries`` overlaps whose large-d value is 0, each fluctuating
+    with standard deviation ``sigma = 1/(3 sqrt(d))``: the ``THREE_SIGMA`` quantile of ``sigma chi_k``,
+    ``1/sqrt(d)`` for one entry (three standard deviations), ``1.15/sqrt(d)`` for two, ``1.25/sqrt(d)``
+    for three."""
+    scale = chi.ppf(THREE_SIGMA, entries) / chi.ppf(THREE_SIGMA, 1)
+    return scale / np.sqrt(np.asarray(d, dtype=float))
+
+
 def classify_basin(
     frame: pd.DataFrame, overlaps: pd.DataFrame, model: AttentionModel | None = None, relative: float = 0.5
 ) -> pd.DataFrame:
@@ -685,7 +700,9 @@ def classify_basin(
     * neither otherwise (an agnostic point, or the theory missing at that alpha).
 
     Another declaration is classified the same way with its own labels and with the family norms
-    (:func:`family_norms`) in place of ``|m|`` and ``|theta|``. A branch whose overlap is below ``s``
+    (:func:`family_norms`) in place of ``|m|`` and ``|theta|``, the spread of a family of ``k`` entries
+    being :func:`norm_spread` (``s`` for one entry): the norm of ``k`` overlaps that vanish at large d
+    fluctuates more than one does. A branch whose overlap is below its spread
     cannot be told from 0 at that d (nor from the agnostic point), so no run is put in it; in
     particular no run is semantic where the semantic branch has collapsed to ``theta_S = 0``. Overlaps
     enter as norms: ``S(h) = softmax(h h^T)`` is even in ``Q``, so ``Q`` and ``-Q`` are the same
@@ -703,14 +720,16 @@ def classify_basin(
     sizes = family_norms(merged, model)
     m, theta = sizes["m"], sizes["theta"]
     m_p, theta_s = (merged[f"{family}_{labels[family]}"].to_numpy(float) for family in ("m", "theta"))
-    spread = 1.0 / np.sqrt(merged["d"].to_numpy(float))
-    positional = (m_p >= spread) & (np.abs(m - m_p) <= relative * m_p) & (theta < spread)
-    semantic = (theta_s >= spread) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.fmin(spread, m_p / 2))
+    entries = {family: len(model.reduced_parameters().of_family(family)) for family in OVERLAP_FAMILIES}
+    spread = {family: norm_spread(merged["d"].to_numpy(float), k) for family, k in entries.items()}
+    s_m, s_theta = spread["m"], spread["theta"]
+    positional = (m_p >= s_m) & (np.abs(m - m_p) <= relative * m_p) & (theta < s_theta)
+    semantic = (theta_s >= s_theta) & (np.abs(theta - theta_s) <= relative * theta_s) & (m < np.fmin(s_m, m_p / 2))
     mixed = np.ones(len(merged), dtype=bool)
     for family, size in (("m", m), ("theta", theta)):
         column = f"{family}_{model.labels.several}"
         point = merged[column].to_numpy(float) if column in merged else np.full(len(merged), np.nan)
-        mixed &= (point >= spread) & (np.abs(size - point) <= relative * point)
+        mixed &= (point >= spread[family]) & (np.abs(size - point) <= relative * point)
     basin = np.where(
         positional,
         labels["m"],

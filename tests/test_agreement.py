@@ -69,6 +69,20 @@ def test_a_gap_beyond_the_bound_disagrees_and_runs_in_no_basin_are_left_out():
     assert not table.loc["train_loss", "agrees"] and table.loc["test_error", "agrees"]
 
 
+def test_a_lone_run_is_held_to_the_seed_spread_of_the_other_groups():
+    """One run in a basin has no spread of its own: it gets the pooled within-group spread of the groups
+    with several runs at its alpha and d, so that a run 25 % off the theory disagrees (with an infinite
+    standard error it would agree whatever it measured)."""
+    many = _runs("positional", [0.25] * 4, [0.0] * 4, [0.0040, 0.0041, 0.0039, 0.0040])
+    lone = _runs("semantic", [0.0], [0.15], [0.00625])
+    table = compare(pd.concat([many, lone], ignore_index=True), POINTS, PAPER).set_index(["basin", "quantity"])
+    pooled = float(np.std([0.0040, 0.0041, 0.0039, 0.0040], ddof=1))
+    assert table.loc[("semantic", "train_loss"), "se"] == pytest.approx(pooled)
+    assert not table.loc[("semantic", "train_loss"), "agrees"]
+    close = compare(pd.concat([many, _runs("semantic", [0.0], [0.15], [0.0051])]), POINTS, PAPER)
+    assert close.set_index(["basin", "quantity"]).loc[("semantic", "train_loss"), "agrees"]
+
+
 def test_a_rank_two_run_is_compared_by_invariants_of_the_rotations_whichever_rotation_it_found():
     model = variant("rank2").model()
     entries = model.reduced_parameters().entries

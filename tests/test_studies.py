@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from attnphase.experiments.cli import app
 from attnphase.experiments.finite_size import fit_power_law, gap_table
-from attnphase.experiments.simulation import branch_overlaps, classify_basin
+from attnphase.experiments.simulation import branch_overlaps, classify_basin, norm_spread
 from attnphase.experiments.uninformed import basin_fractions
 from attnphase.replica.declaration import paper_model
+from attnphase.replica.variants import variant
 from attnphase.saddle.branches import Branch
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
@@ -112,6 +113,28 @@ def test_a_run_near_the_mixed_point_is_in_its_basin(m, theta, basin):
     assert overlaps[["m_mixed", "theta_mixed"]].iloc[0].tolist() == pytest.approx([0.21, 0.13])
     run = pd.DataFrame({"alpha": [1.5], "d": [400], "m": [m], "theta": [theta]})
     assert classify_basin(run, overlaps)["basin"].tolist() == [basin]
+
+
+@pytest.mark.parametrize(
+    ("theta_1", "theta_2", "basin"),
+    [
+        (0.04, 0.035, "positional"),  # |theta| = 0.053: above 1/sqrt(d), below the spread of two entries
+        (0.042, 0.04, "neither"),  # |theta| = 0.058 > 1.146/sqrt(d)
+        (0.05, 0.0, "positional"),
+    ],
+)
+def test_a_family_of_two_entries_has_the_spread_of_a_norm_of_two(theta_1, theta_2, basin):
+    """The rank-2 student's ``|theta| = sqrt(theta_1^2 + theta_2^2)`` fluctuates about a vanishing value
+    as ``sigma chi_2``, more than one entry (``sigma chi_1``): its spread at the same confidence is
+    ``1.146/sqrt(d)`` (``norm_spread``), not the single entry's ``1/sqrt(d)``."""
+    assert norm_spread(400, 1) == pytest.approx(0.05)
+    assert norm_spread(400, 2) == pytest.approx(0.05 * 1.1465, rel=1e-4)
+    model = variant("rank2").model()
+    overlaps = pd.DataFrame({"alpha": [0.8], "m_positional": [0.217], "theta_semantic": [0.044]})
+    run = pd.DataFrame(
+        {"alpha": [0.8], "d": [400], "m_1": [0.15], "m_2": [0.15], "theta_1": [theta_1], "theta_2": [theta_2]}
+    )
+    assert classify_basin(run, overlaps, model)["basin"].tolist() == [basin]
 
 
 def test_power_law_fit_recovers_a_known_rate():
