@@ -223,6 +223,10 @@ class OverlapGeometry:
                 x[i] = strength * bound[i]
         return x
 
+    def in_domain(self, values: np.ndarray) -> bool:
+        """``values`` are finite and inside the domain of the order parameters (:meth:`domain_violations`)."""
+        return bool(np.all(np.isfinite(values))) and not self.domain_violations(values)
+
     def domain_violations(self, values: np.ndarray) -> list[str]:
         """Order parameters outside their domain (THEORY.md sec. 2): per covariance class, ``V``
         must be positive definite, and ``q`` too, with the teacher field's conditional covariance

@@ -31,6 +31,9 @@ PROX_GRADIENT_TOLERANCE = 1e-7
 #: Thorough proxes a map and its renewed copies remember (:meth:`SaddleMap._thorough_prox`).
 THOROUGH_MEMORY = 4
 
+#: The scaled residual (:class:`ScaledResidual`) where ``F`` is not finite or the point is outside the domain.
+OUTSIDE_DOMAIN = 1e6
+
 
 @dataclass
 class Evaluation:
@@ -382,7 +385,12 @@ class MemoisedMap:
 class ScaledResidual:
     """``G(x) = (F(y) - y)[free] / (1 + |x|)``, ``y`` equal to ``base`` but ``x`` on the ``free`` entries:
     the residual whose roots are the fixed points (THEORY.md sec. 4), and its Jacobian from the map's
-    (:meth:`jacobian`); a non-finite map gives a large residual (1e6), not a warning."""
+    (:meth:`jacobian`); a non-finite map gives a large residual (1e6), not a warning, and so does a point
+    outside the domain of the order parameters (:meth:`OverlapGeometry.domain_violations`), where ``F`` is
+    not evaluated. ``F`` is finite at ``V < 0`` (the envelope holds ``V^-1``) but means nothing there: ``|Vhat|``
+    grows without bound as ``V -> 0-``, so ``F_q`` and ``F_V`` vanish, and the residual, absolute for small
+    entries, vanishes towards ``q = V = 0``, a spurious root outside the domain that a backtracking step
+    across ``V = 0`` would settle on. With the large residual the line search stays inside."""
 
     def __init__(self, evaluate: MemoisedMap, free: np.ndarray, base: np.ndarray) -> None:
         self.evaluate, self.free, self.base = evaluate, free, base
@@ -393,9 +401,12 @@ class ScaledResidual:
         return full
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        full = self._full(x)
+        if not self.evaluate.map.overlaps.in_domain(full):
+            return np.full_like(x, OUTSIDE_DOMAIN)
         with np.errstate(all="ignore"):
-            g = self.evaluate(self._full(x)).updated[self.free] - x
-        return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
+            g = self.evaluate(full).updated[self.free] - x
+        return g / (1.0 + np.abs(x)) if np.all(np.isfinite(g)) else np.full_like(g, OUTSIDE_DOMAIN)
 
     def jacobian(self, x: np.ndarray) -> np.ndarray | None:
         """``dG/dx``: ``(dF/dx - I) / (1 + |x|)`` on the free entries, less ``G sign(x) / (1 + |x|)`` on

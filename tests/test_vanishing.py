@@ -111,6 +111,20 @@ def test_where_the_student_does_not_vanish_the_vanishing_point_is_not_reported_c
     assert solver.symmetric_point(1.3).converged and solver.symmetric_point(1.3).values[0] > 0.01
 
 
+@pytest.mark.parametrize("alpha", [1.5, 2.4])
+def test_a_search_never_settles_outside_the_domain_where_v_vanishes(alpha):
+    """At weak ridge the first Newton step from the generic guess overshoots to ``V < 0``. ``F`` is finite
+    there (the envelope holds ``V^-1``) and its residual vanishes towards ``q = V = 0`` from outside the
+    domain, a spurious root; the search must stay inside and find the agnostic point, which exists (the
+    vanishing student is no root here: the responses' equation has none at ``W = 0``)."""
+    model = paper_model(omega=0.45, sigma=0.6, lam=0.005, A=((0.3, 0.7), (0.8, 0.2)))
+    solver = make_solver(model, SolverSettings())
+    point = solver.anchor(alpha, solver.branch("agnostic"))
+    assert point.converged, point.status
+    assert point["V"] > 10.0 and point["q"] > 0.01
+    assert not solver.vanishing_point(alpha).converged
+
+
 def test_searches_that_run_to_q_zero_end_on_the_vanishing_student(strong_ridge):
     """Root finders approach q = 0 only geometrically; the searches end on W = 0, labelled by it."""
     for name in ("agnostic", "positional", "semantic"):
