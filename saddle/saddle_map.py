@@ -125,8 +125,10 @@ class SaddleMap:
         starts = self.compiled.starts(nodes, point, self.consts)
         if not thorough:
             starts = starts[:2]
-            if self.settings.prox.warm_start and pattern in self._warm:
-                starts = np.concatenate([starts, self._warm[pattern][None]])
+            warm = self._warm.get(pattern) if self.settings.prox.warm_start else None
+            # a pattern met first outside the domain has no fold, and its warm start is then on all nodes
+            if warm is not None and warm.shape[1] == nodes.shape[1]:
+                starts = np.concatenate([starts, warm[None]])
             return starts
         if len(self._directions):
             omega = starts[0]

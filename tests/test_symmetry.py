@@ -165,3 +165,20 @@ def test_a_node_on_a_mirror_plane_stands_for_the_images_of_its_prox():
     ((mirror_nodes, image),) = fold.mirrored(z)
     np.testing.assert_array_equal(mirror_nodes, np.flatnonzero(on_plane))
     np.testing.assert_array_equal(image, z[::-1][:, on_plane])
+
+
+def test_a_pattern_met_first_outside_the_domain_still_folds_later():
+    """At ``q < 0`` the envelope is not finite at the pattern's generic points, so no fold is found (nor
+    remembered) there and the thorough prox runs on all nodes; a quick evaluation of the same pattern
+    inside the domain then folds, and the warm start left on all nodes is not one of its starts: it
+    computes what a map that never left the domain computes."""
+    solver = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8)))
+    outside, inside = np.array([-0.01, 0.0, 30.0, 0.05]), np.array([0.03, 0.0, 30.0, 0.05])
+    assert solver.overlaps.zero_pattern(outside) == solver.overlaps.zero_pattern(inside)
+    with np.errstate(all="ignore"):
+        solver.map.evaluate(outside, 1.0, thorough=True)
+    assert solver.map.fold(outside) is None
+    quick = solver.map.evaluate(inside, 1.0, thorough=False)
+    assert solver.map.fold(inside) is not None
+    fresh = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8))).map  # never outside
+    np.testing.assert_allclose(quick.updated, fresh.evaluate(inside, 1.0, thorough=False).updated, rtol=1e-12)
