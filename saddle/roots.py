@@ -18,7 +18,8 @@ import scipy.optimize
 
 
 class Residual(Protocol):
-    """A residual ``G``: called at ``x``; it may also have ``jacobian(x)`` (``None`` where not finite)."""
+    """A residual ``G``: called at ``x``; it may also have ``jacobian(x)`` (``None`` where not finite) and
+    ``feasible(x)``, whether ``x`` lies in its domain (a cheap test, without evaluating ``G``)."""
 
     def __call__(self, x: np.ndarray) -> np.ndarray: ...
 
@@ -97,7 +98,7 @@ class RootFinder:
                 step = -np.linalg.solve(jacobian, g)
             except np.linalg.LinAlgError:
                 return None, None
-            t = 1.0
+            t = _feasible_fraction(residual, x, step)
             for _ in range(6):
                 x_new = x + t * step
                 g_new = residual(x_new)
@@ -128,6 +129,25 @@ class RootFinder:
                 break
             x = x + self.damping * g
         return x
+
+
+#: Halvings of a step in search of a point where the residual is defined (:func:`_feasible_fraction`).
+FEASIBLE_HALVINGS = 30
+
+
+def _feasible_fraction(residual: Residual, x: np.ndarray, step: np.ndarray) -> float:
+    """The largest ``2^-k`` (``k < FEASIBLE_HALVINGS``) with ``x + 2^-k step`` in the residual's domain,
+    where it says what its domain is (``feasible(x)``, evaluated without the residual), else 1: the line
+    search starts inside the domain, and its halvings are spent on lowering the residual."""
+    feasible: Callable[[np.ndarray], bool] | None = getattr(residual, "feasible", None)
+    t = 1.0
+    if feasible is None:
+        return t
+    for _ in range(FEASIBLE_HALVINGS):
+        if feasible(x + t * step):
+            break
+        t *= 0.5
+    return t
 
 
 def jacobian_of(residual: Residual, x: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -402,6 +402,10 @@ class ScaledResidual:
         full[self.free] = x
         return full
 
+    def feasible(self, x: np.ndarray) -> bool:
+        """Whether ``x`` lies in the domain of the order parameters (:meth:`OverlapGeometry.in_domain`)."""
+        return self.evaluate.map.overlaps.in_domain(self._full(x))
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         full = self._full(x)
         if not self.evaluate.map.overlaps.in_domain(full):
