@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+import sympy as sp
 import torch
 from typer.testing import CliRunner
 
@@ -18,13 +19,18 @@ from attnphase.experiments.finite_size import finite_size
 from attnphase.experiments.parsing import UsageError, parse_settings
 from attnphase.experiments.uninformed import uninformed
 from attnphase.replica.declaration import (
+    AttentionModel,
     BranchLabels,
     DeclarationError,
+    DotProductAttention,
     ElasticNet,
     GaussianTokens,
+    MixedPositionalTeacher,
+    PositionalEncodings,
     Ridge,
     paper_model,
 )
+from attnphase.replica.saddle_equations import derive
 from attnphase.replica.variants import VARIANTS, variant
 from attnphase.saddle.scan import make_solver
 
@@ -120,6 +126,32 @@ def test_a_spectrum_of_two_equal_atoms_is_the_isotropic_model():
     assert first.converged and second.converged and first.branch == second.branch == "semantic"
     np.testing.assert_allclose(first.values, second.values, rtol=1e-8, atol=1e-12)
     assert first.row()["train_loss"] == pytest.approx(second.row()["train_loss"], rel=1e-9)
+
+
+def test_a_third_token_without_encoding_keeps_the_order_parameters_and_prior_side_of_two():
+    """L = 3 with ``p_3 = 0``, a token of the same law as the others and a target that leaves it alone
+    (THEORY.md sec. 1-4). The order parameters describe ``Q`` against the encodings and the teacher, and
+    the prior side of Phi (``Psi_w``, the trace terms, the updates of the order parameters) depends on the
+    encodings' directions and the tokens' spectra only: those are the two-token model's, term for term.
+    The energetic side is not: the third token's score, 0 in every row, still enters the softmax's
+    normalisation, so ``Psi_out`` has six Gaussian dimensions, not four, and no exact reduction to L = 2
+    exists for softmax attention."""
+    two = derive(paper_model())
+    three = derive(
+        AttentionModel(
+            tokens=GaussianTokens.isotropic(3, 0.5),
+            positions=PositionalEncodings(coefficients=((1.0,), (-1.0,), (0.0,))),
+            teacher=MixedPositionalTeacher(omega=0.3, positional=((0.6, 0.4, 0.0), (0.4, 0.6, 0.0), (0.0, 0.0, 1.0))),
+            student=DotProductAttention(),
+            regulariser=Ridge(0.01),
+        )
+    )
+    assert [e.name for e in three.parameters.entries] == [e.name for e in two.parameters.entries]
+    assert sp.simplify(three.entropic_potential - two.entropic_potential) == 0
+    assert sp.simplify(three.trace_terms - two.trace_terms) == 0
+    assert set(three.order_updates) == set(two.order_updates)
+    assert all(sp.simplify(three.order_updates[x] - two.order_updates[x]) == 0 for x in two.order_updates)
+    assert three.sigma_tilde.shape == (3, 3) and two.sigma_tilde.shape == (2, 2)
 
 
 def test_untied_attention_is_softmax_of_query_and_key_fields():
