@@ -208,7 +208,7 @@ class ScanResult(StudyResult):
         ]
         checked = [p for p in points if p.converged and np.isfinite(p.train_loss_check)]
         if checked:
-            bounds = [(p.train_loss_error + 2.0 * p.train_loss_check_se) / p.train_loss for p in checked]
+            bounds = [p.train_loss_error_bound / p.train_loss for p in checked]
             worst = checked[int(np.argmax(bounds))]
             lines.append(
                 f"quadrature error of eps_t below {max(bounds):.1e} relative at every checked point "

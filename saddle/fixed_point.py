@@ -67,6 +67,12 @@ class FixedPoint:
         return abs(self.train_loss - self.train_loss_check)
 
     @property
+    def train_loss_error_bound(self) -> float:
+        """A bound on the quadrature error of ``train_loss``: ``train_loss_error`` plus two standard errors
+        of the check (NaN without a check)."""
+        return self.train_loss_error + 2.0 * self.train_loss_check_se
+
+    @property
     def failed_checks(self) -> tuple[str, ...]:
         """The names of the checks that failed (``residual``, ``finite``, ``domain``, ``energy``,
         ``kink``, ``prox``; empty when converged)."""

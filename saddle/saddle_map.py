@@ -320,10 +320,11 @@ class SaddleMap:
             return float("nan"), float("nan")
         point = self.overlaps.kernel_point(params)
         tolerance = self._prox_tolerance(params)
+        pattern = self.overlaps.zero_pattern(point)
         losses = []
         for rule in check.rules():
             nodes, weights = self.compiled.rule(rule)
-            starts = self._starts(nodes, point, True, self.overlaps.zero_pattern(point))
+            starts = self._starts(nodes, point, True, pattern)
             _, values, _ = self.prox_from(nodes, point, starts, tolerance)
             losses.append(-self.phi(params, conjugates, alpha, float(weights @ values)))
         return float(np.mean(losses)), float(np.std(losses, ddof=1) / np.sqrt(len(losses)))
