@@ -20,10 +20,12 @@ import numpy as np
 #: Backtracking halvings of a Newton step before the line search gives up (M at its
 #: floating-point floor along the Newton direction, or a direction that does not descend).
 _MAX_HALVINGS = 12
+#: Sweeps of the Jacobi eigenvalue iteration (it converges quadratically: a handful suffice).
+_MAX_SWEEPS = 50
 #: Nodes per block of the parallel prox loop (its work buffers are made once per block).
 BLOCK = 256
 #: The module constants the templates read, defined in every generated module.
-TEMPLATE_CONSTANTS = {"_MAX_HALVINGS": _MAX_HALVINGS, "BLOCK": BLOCK}
+TEMPLATE_CONSTANTS = {"_MAX_HALVINGS": _MAX_HALVINGS, "_MAX_SWEEPS": _MAX_SWEEPS, "BLOCK": BLOCK}
 
 # ---------------------------------------------------------------- placeholders, bound per model
 K = 1  # number of prox variables z
@@ -85,9 +87,65 @@ def _dot(a, b, k):  # pragma: no cover - compiled
     return total
 
 
-def _newton_direction(gh, k, step):  # pragma: no cover - compiled
+def _cholesky(h, k, shift, low):  # pragma: no cover - compiled
+    """The lower Cholesky factor of ``h + shift I`` (``h`` row-major ``k*k``) into ``low`` (row-major);
+    ``False`` if that matrix is not positive definite (or not finite)."""
+    for i in range(k):
+        for j in range(i + 1):
+            total = h[i * k + j] + (shift if i == j else 0.0)
+            for m in range(j):
+                total -= low[i * k + m] * low[j * k + m]
+            if i == j:
+                if not total > 0.0:
+                    return False
+                low[i * k + i] = np.sqrt(total)
+            else:
+                low[i * k + j] = total / low[j * k + j]
+    return True
+
+
+def _smallest_eigenvalue(h, k, work):  # pragma: no cover - compiled
+    """The smallest eigenvalue of the symmetric ``h`` (row-major ``k*k``) by cyclic Jacobi rotations on
+    a copy in ``work``, swept until the off-diagonal part is below rounding."""
+    for j in range(k * k):
+        work[j] = h[j]
+    for _ in range(_MAX_SWEEPS):
+        off, diagonal = 0.0, 0.0
+        for p in range(k):
+            diagonal += work[p * k + p] ** 2
+            for q in range(p + 1, k):
+                off += work[p * k + q] ** 2
+        if not off > 1e-32 * diagonal:
+            break
+        for p in range(k):
+            for q in range(p + 1, k):
+                apq = work[p * k + q]
+                if apq == 0.0:
+                    continue
+                tau = (work[q * k + q] - work[p * k + p]) / (2.0 * apq)
+                t = (1.0 if tau >= 0.0 else -1.0) / (abs(tau) + np.sqrt(1.0 + tau * tau))
+                c = 1.0 / np.sqrt(1.0 + t * t)
+                s = t * c
+                for r in range(k):
+                    arp, arq = work[r * k + p], work[r * k + q]
+                    work[r * k + p] = c * arp - s * arq
+                    work[r * k + q] = s * arp + c * arq
+                for r in range(k):
+                    apr, aqr = work[p * k + r], work[q * k + r]
+                    work[p * k + r] = c * apr - s * aqr
+                    work[q * k + r] = s * apr + c * aqr
+    smallest = work[0]
+    for p in range(1, k):
+        smallest = min(smallest, work[p * k + p])
+    return smallest
+
+
+def _newton_direction(gh, k, step, work):  # pragma: no cover - compiled
     """``-(H + shift I)^{-1} g`` into ``step``, with the smallest shift making ``H + shift I``
-    positive definite; ``gh`` holds the gradient ``g`` (``k``) and then the Hessian ``H`` (row-major)."""
+    positive definite (with a margin ``floor``); ``gh`` holds the gradient ``g`` (``k``) and then the
+    Hessian ``H`` (row-major), ``work`` (``k*k``) is a buffer. Beyond two coordinates: a Cholesky
+    factorisation of ``H - floor I`` tells whether ``H`` needs no shift, else the shift comes from the
+    smallest eigenvalue (:func:`_smallest_eigenvalue`); then ``H + shift I`` is factorised and solved."""
     scale = 0.0
     for j in range(k * k):
         scale = max(scale, abs(gh[k + j]))
@@ -105,10 +163,22 @@ def _newton_direction(gh, k, step):  # pragma: no cover - compiled
         step[0] = -(d * gh[0] - b * gh[1]) / det
         step[1] = -(a * gh[1] - c * gh[0]) / det
         return
-    hm = gh[k:].reshape((k, k))
-    lam_min = np.linalg.eigvalsh(hm)[0]
-    shift = max(0.0, floor - lam_min)
-    step[:] = -np.linalg.solve(hm + shift * np.eye(k), gh[:k])
+    hessian = gh[k:]
+    shift = 0.0
+    if not _cholesky(hessian, k, -floor, work):
+        shift = max(0.0, floor - _smallest_eigenvalue(hessian, k, work))
+    while not _cholesky(hessian, k, shift, work):  # the eigenvalue's rounding: a little more shift
+        shift = 2.0 * shift + floor
+    for i in range(k):  # L y = -g, then L^T step = y
+        total = -gh[i]
+        for m in range(i):
+            total -= work[i * k + m] * step[m]
+        step[i] = total / work[i * k + i]
+    for i in range(k - 1, -1, -1):
+        total = step[i]
+        for m in range(i + 1, k):
+            total -= work[m * k + i] * step[m]
+        step[i] = total / work[i * k + i]
 
 
 def _solve_in_place(a, b, k, m):  # pragma: no cover - compiled
@@ -139,10 +209,10 @@ def _solve_in_place(a, b, k, m):  # pragma: no cover - compiled
 
 
 # ---------------------------------------------------------------- the prox
-def refine(z, a, tol, maxit, gh, gh_trial, trial, step):  # pragma: no cover - compiled
+def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work):  # pragma: no cover - compiled
     """Newton from ``z`` (updated in place) at the node whose terms are ``a`` (:func:`node_terms`):
-    ``(M, max |grad M|)`` at the end. ``gh``, ``gh_trial`` (``K + K*K``), ``trial`` and ``step``
-    (``K``) are work buffers."""
+    ``(M, max |grad M|)`` at the end. ``gh``, ``gh_trial`` (``K + K*K``), ``trial``, ``step`` (``K``)
+    and ``work`` (``K*K``) are work buffers."""
     value = envelope(z, a)
     derivatives(z, a, gh)
     for _ in range(maxit if np.isfinite(value) else 0):
@@ -154,7 +224,7 @@ def refine(z, a, tol, maxit, gh, gh_trial, trial, step):  # pragma: no cover - c
             finite = finite and np.isfinite(gh[j])
         if not finite:
             break  # invalid parameters (e.g. q < 0): the caller sees a non-finite map
-        _newton_direction(gh, K, step)
+        _newton_direction(gh, K, step, work)
         # cap the step: the envelope varies on the scale of |z| + 1
         norm_step = np.sqrt(_dot(step, step, K))
         cap = 2.0 * (1.0 + np.sqrt(_dot(z, z, K)))
@@ -213,6 +283,7 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
         gh_trial = np.empty(K + K * K)
         trial = np.empty(K)
         step = np.empty(K)
+        work = np.empty(K * K)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
             _column(nodes, i, node)
             node_terms(node, params, consts, a)
@@ -220,7 +291,7 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
             for s in range(n_starts):
                 for j in range(K):
                     z[j] = starts[s, j, i]
-                value, gmax = refine(z, a, tol, maxit, gh, gh_trial, trial, step)
+                value, gmax = refine(z, a, tol, maxit, gh, gh_trial, trial, step, work)
                 if value < best:
                     best = value
                     for j in range(K):
@@ -299,4 +370,14 @@ def jacobian_kernel(z, nodes, weights, params, consts):  # pragma: no cover - co
 
 
 #: Templates every generated module holds as they are, in dependency order: the helpers, then the prox.
-SHARED_TEMPLATES = (_max_abs, _column, _dot, _newton_direction, _solve_in_place, refine, prox_kernel)
+SHARED_TEMPLATES = (
+    _max_abs,
+    _column,
+    _dot,
+    _cholesky,
+    _smallest_eigenvalue,
+    _newton_direction,
+    _solve_in_place,
+    refine,
+    prox_kernel,
+)

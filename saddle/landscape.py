@@ -373,12 +373,15 @@ def _overlap_moves(
     solver: SaddlePointSolver, values: np.ndarray, step: float
 ) -> tuple[np.ndarray, frozenset[str], np.ndarray]:
     """The indices of the overlap entries, the overlap families that are zero at ``values`` (held
-    there by the branch), and each overlap entry's move for a Hessian column: ``step`` times its
-    Cauchy-Schwarz bound (:func:`_bounds`)."""
+    there by the branch: every entry in the point's zero pattern, :meth:`OverlapGeometry.zero_pattern`,
+    so that rounding residue left by a solve that converged into the family's subspace counts as zero),
+    and each overlap entry's move for a Hessian column: ``step`` times its Cauchy-Schwarz bound
+    (:func:`_bounds`)."""
     system = solver.compiled.system
     families = np.array(solver.families)
     index = np.flatnonzero(np.isin(families, system.overlap_families))
-    held = frozenset(f for f in system.overlap_families if np.all(values[families == f] == 0))
+    zero = np.array(solver.overlaps.zero_pattern(values))
+    held = frozenset(f for f in system.overlap_families if np.all(zero[families == f]))
     return index, held, step * _bounds(solver, values, index, tuple(families[index]))
 
 
