@@ -29,6 +29,7 @@ import numpy as np
 
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.passes import search_in_passes
 from attnphase.saddle.saddle_map import Evaluation, MemoisedMap, SaddleMap, ScaledResidual
 from attnphase.saddle.solver import SaddlePointSolver
 
@@ -205,16 +206,23 @@ class ArclengthPath:
         """One predictor-corrector step of length ``ds``: the new state and its point (observed
         with every check of :meth:`SaddlePointSolver.observe`). Not appended to the path. As in
         :meth:`SaddlePointSolver.solve`, the corrector runs with the quick prox starts and, if the
-        point does not pass the checks with all of them, again with all of them."""
+        point does not pass the checks with all of them, in the passes of :mod:`saddle.passes`."""
         tangent, _ = self.secant()
         predicted = self.points[-1] + ds * tangent / self.weights
-        state = predicted
-        for thorough in (False, True):
-            state, _ = self.solver.roots(_Bordered(self, thorough, tangent, predicted), state)
-            point = self.observe(state)
-            if point.converged or not np.all(np.isfinite(state)):
-                break
-        return state, point
+
+        def search(state: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
+            system = _Bordered(self, thorough, tangent, predicted)
+            state, _ = self.solver.roots(system, state)
+            with np.errstate(all="ignore"):
+                return state, bool(np.abs(system(state)).max() <= self.solver.roots.tolerance)
+
+        return search_in_passes(
+            search,
+            lambda state: (state, self.observe(state)),
+            lambda found: found[1].converged or not np.all(np.isfinite(found[0])),
+            predicted,
+            self.solver.settings.prox.warm_start,
+        )
 
     def step(self, ds: float, longest: float) -> tuple[np.ndarray, FixedPoint, float, str]:
         """One accepted step from a first length ``ds``, halved (up to ``MAX_ARC_HALVINGS`` times)

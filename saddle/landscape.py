@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.saddle.fixed_point import CONVERGED, STATUS_SEPARATOR, FixedPoint, failed_checks
+from attnphase.saddle.passes import search_in_passes
 from attnphase.saddle.saddle_map import Evaluation, MemoisedMap
 from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.validation import check_alpha
@@ -105,7 +106,8 @@ class ConstrainedSolver:
     conjugates, and ``order_updates[X] = X0`` on the fixed ones; their Jacobian is closed form
     (:meth:`_equations_jacobian`), so Newton's method solves them like the fixed points' (with the
     settings' ``method``; a Broyden search starts from the previous solve's Jacobian estimate, so a
-    sequence of neighbouring points, a grid or the columns of a Hessian, is solved as a continuation).
+    sequence of neighbouring points, a grid or the columns of a Hessian, is solved as a continuation),
+    in the passes of :mod:`saddle.passes`.
     """
 
     def __init__(self, solver: SaddlePointSolver, fixed: Sequence[str]) -> None:
@@ -151,18 +153,24 @@ class ConstrainedSolver:
             with np.errstate(all="ignore"):
                 multipliers = self.solver.map.evaluate(start, alpha, thorough=False).conjugates[self.fixed_index]
         evaluations = 0
-        unknowns = np.concatenate([start[self.free], multipliers])
-        for thorough in (False, True):
+
+        def search(unknowns: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
+            nonlocal evaluations
             evaluate = MemoisedMap(self.solver.map, alpha, thorough)
             residual = _ConstrainedResidual(self, evaluate, held, start)
             unknowns, jacobian = self.solver.roots(residual, unknowns, None if thorough else self._jacobian)
             if not thorough and jacobian is not None:
                 self._jacobian = jacobian
             evaluations += len(evaluate)
-            point = self.observe(alpha, held, unknowns, evaluations, correct_kinks)
-            if point.converged:
-                return point
-        return point
+            return unknowns, bool(np.abs(residual(unknowns)).max() <= self.solver.roots.tolerance)
+
+        return search_in_passes(
+            search,
+            lambda unknowns: self.observe(alpha, held, unknowns, evaluations, correct_kinks),
+            lambda point: point.converged,
+            np.concatenate([start[self.free], multipliers]),
+            self.solver.settings.prox.warm_start,
+        )
 
     def _params(self, free_values: np.ndarray, held: np.ndarray, like: np.ndarray) -> np.ndarray:
         params = np.array(like, dtype=float)

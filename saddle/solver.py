@@ -10,10 +10,7 @@ follow from the others where the integrals are exact, but no rule is invariant u
 rotations the gauge fixes, :meth:`~attnphase.replica.saddle_equations.ReplicaSystem.gauge`),
 whether it converged, and how many evaluations of ``F`` it took. The root is sought with the quick
 prox starts (``+-omega`` and the last prox with all starts) and verified with all of them
-(:meth:`SaddleMap.prox`); if the verification fails, the quick search is
-repeated from its best point (its warm start now the verification's prox, so that the quick map
-agrees with the full one there), and if that search reaches a root of the quick map that the
-verification still rejects, the search is repeated with all starts.
+(:meth:`SaddleMap.prox`), in the passes of :mod:`saddle.passes`.
 
 :class:`SaddlePointSolver` puts the parts together: the map (:attr:`SaddlePointSolver.map`), the
 geometry of the order parameters (:attr:`SaddlePointSolver.overlaps`), the root finder, and the
@@ -34,6 +31,7 @@ from attnphase.saddle.branches import Branch, branches_of
 from attnphase.saddle.compiled import CompiledSystem
 from attnphase.saddle.fixed_point import CONVERGED, STATUS_SEPARATOR, FixedPoint
 from attnphase.saddle.overlaps import OverlapGeometry
+from attnphase.saddle.passes import search_in_passes
 from attnphase.saddle.roots import RootFinder
 from attnphase.saddle.saddle_map import Evaluation, MemoisedMap, SaddleMap, ScaledResidual, residual_norm
 from attnphase.saddle.settings import SolverSettings
@@ -243,22 +241,25 @@ class SaddlePointSolver:
         start = overlaps.in_gauge(np.array(initial, dtype=float), branch)
         free = overlaps.moved_entries(start, branch)
         start[~free] = 0.0
-        # iterate with the quick prox starts; verify with all of them; if that fails, iterate quickly
-        # again, now warm-started from the verification's prox, and only if that reaches a root of
-        # the quick map that the verification rejects (the extra starts find lower minima there)
-        # iterate with all starts (after a search that reaches no root, that costs four times as
-        # much and rescued 4 of 29 searches at omega = 0.2, none of them on a branch's trace)
-        evaluations, passes = 0, ["quick", "refreshed" if self.settings.prox.warm_start else "thorough"]
-        while passes:
-            kind = passes.pop(0)
-            x, jacobian, used, settled = self._find_root(alpha, free, start, jacobian, kind == "thorough")
+        # quick, refreshed and full passes (saddle/passes.py); after a search that reaches no root the
+        # full pass costs four times as much and rescued 4 of 29 searches at omega = 0.2, none of them
+        # on a branch's trace
+        evaluations, carried = 0, [jacobian]
+
+        def search(x0: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
+            nonlocal evaluations
+            x, carried[0], used, settled = self._find_root(alpha, free, x0, carried[0], thorough)
             evaluations += used
-            point = self.observe(x, alpha, branch, evaluations, error_check)
-            if point.converged or kind == "thorough":
-                break
-            if kind == "refreshed" and settled:
-                passes.append("thorough")
-            start = x
+            return x, settled
+
+        point = search_in_passes(
+            search,
+            lambda x: self.observe(x, alpha, branch, evaluations, error_check),
+            lambda p: p.converged,
+            start,
+            self.settings.prox.warm_start,
+        )
+        jacobian = carried[0]
         if not point.converged and overlaps.nearly_vanishes(point.values):
             # q runs to the edge of its domain: F vanishes linearly in q there, and the root is W = 0
             start = np.where(overlaps.responses, point.values, 0.0)
