@@ -206,15 +206,17 @@ class ArclengthPath:
         """One predictor-corrector step of length ``ds``: the new state and its point (observed
         with every check of :meth:`SaddlePointSolver.observe`). Not appended to the path. As in
         :meth:`SaddlePointSolver.solve`, the corrector runs with the quick prox starts and, if the
-        point does not pass the checks with all of them, in the passes of :mod:`saddle.passes`."""
+        point does not pass the checks with all of them, in the passes of :mod:`saddle.passes`. (The
+        path memoises the quick map per parameter value, :meth:`_residual_at`, so the refreshed pass
+        replays the quick one from memory, at no cost, and the corrector goes on to the full map as
+        it did with two passes.)"""
         tangent, _ = self.secant()
         predicted = self.points[-1] + ds * tangent / self.weights
 
         def search(state: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
             system = _Bordered(self, thorough, tangent, predicted)
             state, _ = self.solver.roots(system, state)
-            with np.errstate(all="ignore"):
-                return state, bool(np.abs(system(state)).max() <= self.solver.roots.tolerance)
+            return state, self.solver.roots.settles(system, state)
 
         return search_in_passes(
             search,

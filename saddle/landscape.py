@@ -162,7 +162,7 @@ class ConstrainedSolver:
             if not thorough and jacobian is not None:
                 self._jacobian = jacobian
             evaluations += len(evaluate)
-            return unknowns, bool(np.abs(residual(unknowns)).max() <= self.solver.roots.tolerance)
+            return unknowns, self.solver.roots.settles(residual, unknowns)
 
         return search_in_passes(
             search,

@@ -65,6 +65,11 @@ class RootFinder:
             return begin, jac_out
         return x, jac_out
 
+    def settles(self, residual: Residual, x: np.ndarray) -> bool:
+        """Whether ``x`` meets the tolerance: ``max |residual(x)| <= tolerance`` (not where it is not finite)."""
+        with np.errstate(all="ignore"):
+            return bool(np.abs(residual(x)).max() <= self.tolerance)
+
     def _quasi_newton(self, residual: Residual, x0: np.ndarray, jacobian: np.ndarray | None, exact: bool):
         """Newton's method (``exact``: the residual's Jacobian at every iterate) or Broyden's good update,
         with a backtracking step.

@@ -244,11 +244,11 @@ class SaddlePointSolver:
         # quick, refreshed and full passes (saddle/passes.py); after a search that reaches no root the
         # full pass costs four times as much and rescued 4 of 29 searches at omega = 0.2, none of them
         # on a branch's trace
-        evaluations, carried = 0, [jacobian]
+        evaluations = 0
 
         def search(x0: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
-            nonlocal evaluations
-            x, carried[0], used, settled = self._find_root(alpha, free, x0, carried[0], thorough)
+            nonlocal evaluations, jacobian
+            x, jacobian, used, settled = self._find_root(alpha, free, x0, jacobian, thorough)
             evaluations += used
             return x, settled
 
@@ -259,7 +259,6 @@ class SaddlePointSolver:
             start,
             self.settings.prox.warm_start,
         )
-        jacobian = carried[0]
         if not point.converged and overlaps.nearly_vanishes(point.values):
             # q runs to the edge of its domain: F vanishes linearly in q there, and the root is W = 0
             start = np.where(overlaps.responses, point.values, 0.0)
@@ -274,8 +273,7 @@ class SaddlePointSolver:
         x, jac_out = self.roots(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
-        settled = bool(np.abs(residual(x)).max() <= self.settings.tolerance)
-        return full, jac_out, len(evaluate), settled
+        return full, jac_out, len(evaluate), self.roots.settles(residual, x)
 
     def tangent(self, point: FixedPoint, branch: Branch) -> np.ndarray | None:
         """The branch's direction at ``point``: ``dx/dalpha = -(dG/dx)^-1 dG/dalpha`` (zero on the
