@@ -130,24 +130,35 @@ class ConstrainedSolver:
         initial: np.ndarray,
         multipliers: np.ndarray | None = None,
         correct_kinks: bool = True,
+        gradient_only: bool = False,
     ) -> ConstrainedPoint:
         """The constrained saddle point at ``alpha`` with the fixed entries at ``held``, from the
         order parameters ``initial`` (and ``multipliers``, by default the energetic conjugates there),
         and if that fails from the generic guess (:meth:`SaddlePointSolver.generic_guess`);
         ``correct_kinks``: correct ``E[M*]`` for the kinks along lines (:meth:`SaddleMap.kink_correction`),
-        as the fixed points' training losses are."""
+        as the fixed points' training losses are. ``gradient_only``: the point is wanted for its
+        gradient alone (a ray's, :mod:`saddle.switching`), so a search ends, and its result is accepted,
+        once its gradient is usable (:attr:`ConstrainedPoint.usable_gradient`, residual at most
+        ``HESSIAN_RESIDUAL``): off the
+        symmetric subspaces the map is not smooth below about 1e-6, and a search for 1e-9 there ends in
+        the root finder's fallbacks and a second pass that cannot do better."""
         check_alpha(alpha)
         held = np.asarray(held, dtype=float)
         if held.shape != self.fixed_index.shape or not np.all(np.isfinite(held)):
             raise ValueError(f"held must be {self.fixed_index.size} finite values for {', '.join(self.fixed)}")
-        point = self._solve_from(alpha, held, np.asarray(initial, dtype=float), multipliers, correct_kinks)
-        if not point.converged:  # the generic guess, and no Jacobian from elsewhere
+        wanted = _usable if gradient_only else _converged
+        roots = self.solver.roots
+        if gradient_only:
+            roots = replace(roots, tolerance=max(roots.tolerance, HESSIAN_RESIDUAL))
+        initial = np.asarray(initial, dtype=float)
+        point = self._solve_from(alpha, held, initial, multipliers, correct_kinks, roots, wanted)
+        if not wanted(point):  # the generic guess, and no Jacobian from elsewhere
             self._jacobian = None
-            retry = self._solve_from(alpha, held, self.solver.generic_guess(), None, correct_kinks)
-            point = retry if retry.converged or retry.residual < point.residual else point
+            retry = self._solve_from(alpha, held, self.solver.generic_guess(), None, correct_kinks, roots, wanted)
+            point = retry if wanted(retry) or retry.residual < point.residual else point
         return point
 
-    def _solve_from(self, alpha, held, initial, multipliers, correct_kinks) -> ConstrainedPoint:
+    def _solve_from(self, alpha, held, initial, multipliers, correct_kinks, roots, wanted) -> ConstrainedPoint:
         start = self._params(initial[self.free], held, initial)
         if multipliers is None:
             with np.errstate(all="ignore"):
@@ -158,16 +169,16 @@ class ConstrainedSolver:
             nonlocal evaluations
             evaluate = MemoisedMap(self.solver.map, alpha, thorough)
             residual = _ConstrainedResidual(self, evaluate, held, start)
-            unknowns, jacobian = self.solver.roots(residual, unknowns, None if thorough else self._jacobian)
+            unknowns, jacobian = roots(residual, unknowns, None if thorough else self._jacobian)
             if not thorough and jacobian is not None:
                 self._jacobian = jacobian
             evaluations += len(evaluate)
-            return unknowns, self.solver.roots.settles(residual, unknowns)
+            return unknowns, roots.settles(residual, unknowns)
 
         return search_in_passes(
             search,
             lambda unknowns: self.observe(alpha, held, unknowns, evaluations, correct_kinks),
-            lambda point: point.converged,
+            wanted,
             np.concatenate([start[self.free], multipliers]),
             self.solver.settings.prox.warm_start,
         )
@@ -399,6 +410,14 @@ def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int],
     bound = solver.overlaps.overlap_bounds(values)[list(index)]
     by_family: Mapping[str, float] = {f: bound[np.array(families) == f].max() for f in set(families)}
     return np.array([b if b > 0 else by_family[f] or 1.0 for b, f in zip(bound, families, strict=True)])
+
+
+def _converged(point: ConstrainedPoint) -> bool:
+    return point.converged
+
+
+def _usable(point: ConstrainedPoint) -> bool:
+    return point.usable_gradient
 
 
 class _ConstrainedResidual:

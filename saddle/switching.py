@@ -96,7 +96,7 @@ def _follow(solver: SaddlePointSolver, point: FixedPoint, family: str, target: B
     before: tuple[float, ConstrainedPoint] | None = None
     for s in RAY:
         initial, multipliers = _predicted(solver, ray, s, before, previous, point.values)
-        here = ray.solve(point.alpha, [s * bound], initial, multipliers, correct_kinks=False)
+        here = ray.solve(point.alpha, [s * bound], initial, multipliers, correct_kinks=False, gradient_only=True)
         if not here.usable_gradient:
             return None
         if previous is not None and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
@@ -138,7 +138,8 @@ def _polish(solver, ray, alpha, bound, low, high, target) -> FixedPoint | None:
 
     def gradient(s: float) -> float:
         closest = near[min(near, key=lambda t: abs(t - s))]
-        here = ray.solve(alpha, [s * bound], closest.values, closest.conjugates[ray.fixed_index], correct_kinks=False)
+        multipliers = closest.conjugates[ray.fixed_index]
+        here = ray.solve(alpha, [s * bound], closest.values, multipliers, correct_kinks=False, gradient_only=True)
         if not here.usable_gradient:
             raise _Unusable
         near[s] = here

@@ -111,6 +111,19 @@ def test_constrained_points_satisfy_the_energy_identity(paper):
         initial = point.values
 
 
+@pytest.mark.parametrize("held", [[0.2, 0.1], [0.0, 0.15], [0.3, 0.0]])
+def test_a_point_wanted_for_its_gradient_has_the_gradient_of_the_converged_one(paper, held):
+    """A ray's constrained point (``gradient_only``) stops once its gradient is usable (residual at
+    most ``HESSIAN_RESIDUAL``), and that gradient is the fully converged point's to 1e-3 relative."""
+    initial = paper.generic_guess()
+    full = ConstrainedSolver(paper, ("m", "theta")).solve(1.25, held, initial, correct_kinks=False)
+    quick = ConstrainedSolver(paper, ("m", "theta")).solve(1.25, held, initial, correct_kinks=False, gradient_only=True)
+    assert full.converged, full.status
+    assert quick.usable_gradient, quick.status
+    assert quick.gradient == pytest.approx(full.gradient, rel=1e-3, abs=1e-7)
+    assert quick.train_loss == pytest.approx(full.train_loss, rel=1e-5)
+
+
 def test_stationary_point_of_the_landscape_is_the_positional_fixed_point(paper, positional):
     """The root in m of ``d eps/d m`` along theta = 0 (found by bisection on constrained solves) is the
     positional branch's m."""
