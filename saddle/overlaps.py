@@ -28,6 +28,11 @@ NEGLIGIBLE_OVERLAP = 1e-3
 #: on its way to zero.
 ROUNDING_ZERO = 1e-13
 
+#: The ranges of the fractions of its scale an entry a symmetry can flip is set to at the two points where
+#: a zero pattern's symmetries are tested (:meth:`OverlapGeometry.generic_points`): away from zero and
+#: from the Cauchy-Schwarz bound, different at the two points, drawn for each entry.
+GENERIC_FRACTIONS = ((0.2, 0.45), (0.45, 0.7))
+
 #: Where the student vanishes (every entry of q zero: W = 0, a stationary point of every
 #: declaration whose attention scores are quadratic in the weights), the map is its limit q -> 0,
 #: evaluated with the diagonal of q at this fraction of rho (F is smooth in q there, so the error is
@@ -148,18 +153,23 @@ class OverlapGeometry:
 
     def generic_points(self, params: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Two points with the zero pattern of ``params`` at which its symmetries are tested: every
-        non-zero entry a symmetry can flip set to 0.3 and to 0.6 of its scale (:meth:`sign_scales`,
-        keeping its sign), the other non-zero entries perturbed at random by up to 10 %. (At ``params``
-        itself an entry that is non-zero but negligible, as on the way to a merger, would pass for zero
-        and lend the pattern the symmetry that flips it, folding the rule wrongly.)"""
+        non-zero entry a symmetry can flip set to a fraction of its scale (:meth:`sign_scales`, keeping
+        its sign) drawn at random for each entry, in ``GENERIC_FRACTIONS[0]`` at the first point and
+        ``GENERIC_FRACTIONS[1]`` at the second, the other non-zero entries perturbed at random by up to
+        10 %. (At ``params`` itself an entry that is non-zero but negligible, as on the way to a merger,
+        would pass for zero and lend the pattern the symmetry that flips it, folding the rule wrongly;
+        entries of one family set to the same fraction of the same scale would be equal, and lend the
+        pattern the symmetry that exchanges them, as ``m_1 = m_2`` does the swap of two tokens whose
+        encodings are exchanged.)"""
         zero = np.array(self.zero_pattern(params))
         points = []
-        for fraction in (0.3, 0.6):
+        for low, high in GENERIC_FRACTIONS:
             point = params * rng.uniform(0.9, 1.0, params.size)
             # the diagonal first: the scales of the off-diagonal entries are read at the perturbed point
             scale = self.sign_scales(point)
             flipped = (scale != 0) & ~zero
-            point[flipped] = np.sign(params[flipped]) * fraction * scale[flipped]
+            fractions = rng.uniform(low, high, params.size)
+            point[flipped] = np.sign(params[flipped]) * fractions[flipped] * scale[flipped]
             point[zero] = 0.0
             points.append(point)
         return points[0], points[1]

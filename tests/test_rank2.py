@@ -13,6 +13,7 @@ from attnphase.replica.declaration import DeclarationError, ElasticNet, UntiedDo
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import branches_of
 from attnphase.saddle.gauge import into_gauge, rotated
+from attnphase.saddle.overlaps import GENERIC_FRACTIONS
 from attnphase.saddle.scan import make_solver
 
 
@@ -165,7 +166,9 @@ def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_an
     again, _ = solver.solve(2.0, branch, turned)
     assert again.converged
     np.testing.assert_allclose(np.abs(again.values), np.abs(point.values), rtol=1e-7, atol=1e-9)  # up to W -> -W
-    assert again.train_loss == pytest.approx(point.train_loss, rel=1e-9)
+    assert again.energy == pytest.approx(point.energy, rel=1e-9)
+    # the kink correction (1e-3 of eps_t) moves by about 1 % when the point moves by 1e-9
+    assert again.line_correction == pytest.approx(point.line_correction, rel=2e-2)
 
 
 def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_pattern(rank_two_solver):
@@ -173,7 +176,7 @@ def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_
     step leaves them at the rounding level, which must not cost the point its fold (without it the tied
     nodes on the reflection's mirror plane take whichever minimum the search meets, and ``F_q_1_2``
     jumps by 3e-4 with the residue's sign). An entry of 1e-6 is no residue. The symmetries of a pattern
-    are tested with such an entry at a fixed fraction of its bound, however small it was."""
+    are tested with such an entry at a fraction of its bound (``GENERIC_FRACTIONS``), however small it was."""
     overlaps, names = rank_two_solver.overlaps, list(rank_two_solver.names)
     point = np.array([POSITIONAL_START[name] for name in names])
     residue, small = point.copy(), point.copy()
@@ -181,9 +184,10 @@ def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_
     small[names.index("q_1_2")] = 1e-6
     assert overlaps.zero_pattern(residue) == overlaps.zero_pattern(point)
     assert overlaps.zero_pattern(small) != overlaps.zero_pattern(point)
-    generic, _ = overlaps.generic_points(small, np.random.default_rng(0))
-    bound = np.sqrt(generic[names.index("q_1_1")] * generic[names.index("q_2_2")])
-    assert generic[names.index("q_1_2")] == pytest.approx(0.3 * bound)
+    generic_points = overlaps.generic_points(small, np.random.default_rng(0))
+    for generic, (low, high) in zip(generic_points, GENERIC_FRACTIONS, strict=True):
+        bound = np.sqrt(generic[names.index("q_1_1")] * generic[names.index("q_2_2")])
+        assert low * bound <= generic[names.index("q_1_2")] <= high * bound
 
 
 #: A start near the rank-2 positional fixed point at alpha 2: rank 1's positional column and a second

@@ -112,6 +112,29 @@ def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_
         np.testing.assert_allclose(folded.updated, unfolded.updated, rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "point",
+    [
+        (0.265, 0.275, -0.127, 7.57, 0.133),  # every overlap non-zero, m_1 and m_2 of opposite signs
+        (0.265, 0.275, 0.127, 7.57, 0.0),  # positional pattern, m_1 != m_2 of one sign
+    ],
+)
+def test_entries_of_one_family_are_not_tested_equal(three_token_model, point):
+    """The symmetries of a zero pattern are tested where the entries of one family differ: with
+    ``m_1 = +-m_2`` at both test points, the swap of the two tokens whose encodings exchange ``u_1`` and
+    ``u_2`` passed for a symmetry of every pattern of the three-token declaration, and the folded map
+    was wrong wherever ``|m_1| != |m_2|`` (its ``q`` update 0.34 instead of 0.14 at the first point)."""
+    params = np.array(point)
+    rule = GaussHermite(6)
+    folded = make_solver(three_token_model, SolverSettings(quadrature=rule))
+    plain = make_solver(three_token_model, SolverSettings(quadrature=rule, fold_symmetries=False))
+    for thorough in (True, False):
+        with_fold = folded.map.evaluate(params, 2.5, thorough)
+        without = plain.map.evaluate(params, 2.5, thorough)
+        assert with_fold.mean_envelope == pytest.approx(without.mean_envelope, rel=1e-10)
+        np.testing.assert_allclose(with_fold.updated, without.updated, rtol=1e-7, atol=1e-12)
+
+
 def test_node_lookup_finds_every_image_of_a_rule_and_only_those():
     """The indices of sign-flipped and permuted nodes among a tensor Gauss-Hermite rule's nodes,
     against a dictionary of the rounded coordinates; ``-0`` and ``+0`` are one coordinate."""
