@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -139,14 +140,13 @@ class ConstrainedSolver:
         as the fixed points' training losses are. ``gradient_only``: the point is wanted for its
         gradient alone (a ray's, :mod:`saddle.switching`), so a search ends, and its result is accepted,
         once its gradient is usable (:attr:`ConstrainedPoint.usable_gradient`, residual at most
-        ``HESSIAN_RESIDUAL``): off the
-        symmetric subspaces the map is not smooth below about 1e-6, and a search for 1e-9 there ends in
-        the root finder's fallbacks and a second pass that cannot do better."""
+        ``HESSIAN_RESIDUAL``): off the symmetric subspaces the map is not smooth below about 1e-6, and a
+        search for 1e-9 there ends in the root finder's fallbacks and a second pass that cannot do better."""
         check_alpha(alpha)
         held = np.asarray(held, dtype=float)
         if held.shape != self.fixed_index.shape or not np.all(np.isfinite(held)):
             raise ValueError(f"held must be {self.fixed_index.size} finite values for {', '.join(self.fixed)}")
-        wanted = _usable if gradient_only else _converged
+        wanted = attrgetter("usable_gradient" if gradient_only else "converged")
         roots = self.solver.roots
         if gradient_only:
             roots = replace(roots, tolerance=max(roots.tolerance, HESSIAN_RESIDUAL))
@@ -410,14 +410,6 @@ def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int],
     bound = solver.overlaps.overlap_bounds(values)[list(index)]
     by_family: Mapping[str, float] = {f: bound[np.array(families) == f].max() for f in set(families)}
     return np.array([b if b > 0 else by_family[f] or 1.0 for b, f in zip(bound, families, strict=True)])
-
-
-def _converged(point: ConstrainedPoint) -> bool:
-    return point.converged
-
-
-def _usable(point: ConstrainedPoint) -> bool:
-    return point.usable_gradient
 
 
 class _ConstrainedResidual:
