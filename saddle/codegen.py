@@ -3,15 +3,15 @@
 Each expression group becomes one function of flat float arrays ``(z, nodes, params,
 consts)`` whose body is the common-subexpression-eliminated expression printed as plain
 Python (``math`` functions), with every distinct exponential computed once (``exp(2 x)`` as the
-square of ``exp(x)``). The envelope and its derivatives, which the prox evaluates many times at
-one node, are split by :meth:`ModuleSource.hoisted`: their subexpressions free of ``z`` (the
-teacher's attention, the student field's mean) are computed once per node. Those functions and
-the kernels of :mod:`saddle.kernels` instantiated over them are written to a module file named
-by the hash of its source, in the cache directory (``ATTNPHASE_CACHE_DIR``, else
-``$XDG_CACHE_HOME/attnphase``, else ``~/.cache/attnphase``), and jitted there with
-``cache=True``: a later process with the same model loads the machine code instead of compiling
-it again. The source is generated from the derived sympy objects and this package's templates
-only; nothing user-supplied is ever evaluated.
+square of ``exp(x)``, ``exp(-x)`` as its reciprocal). The envelope and its derivatives, which the
+prox evaluates many times at one node, are split by :meth:`ModuleSource.hoisted`: their
+subexpressions free of ``z`` (the teacher's attention, the student field's mean) are computed once
+per node. Those functions and the kernels of :mod:`saddle.kernels` instantiated over them are
+written to a module file named by the hash of its source, in the cache directory
+(``ATTNPHASE_CACHE_DIR``, else ``$XDG_CACHE_HOME/attnphase``, else ``~/.cache/attnphase``), and
+jitted there with ``cache=True``: a later process with the same model loads the machine code
+instead of compiling it again. The source is generated from the derived sympy objects and this
+package's templates only; nothing user-supplied is ever evaluated.
 """
 
 from __future__ import annotations
@@ -277,9 +277,12 @@ class _Hoisting:
 
 
 def _exponentials(exprs: Sequence[sp.Expr]) -> tuple[list[sp.Expr], dict[sp.Symbol, sp.Expr]]:
-    """``exprs`` with every exponential replaced by a symbol ``exp_k`` (``exp(k x)`` for an integer
-    ``k > 1``, also when ``k`` is distributed over a sum, by the power ``exp_j**k`` of the symbol for
-    ``exp(x)``), and each symbol's exponent: every distinct exponential is then computed once."""
+    """``exprs`` with every exponential replaced by a power of a symbol ``exp_k``, and each symbol's
+    exponent: ``exp(p x / q)``, with ``x`` the exponent's primitive part and its sign made canonical
+    (:func:`_canonical_exponent`) and ``p / q`` in lowest terms, is ``exp_k**p`` with ``exp_k`` the
+    symbol of ``exp(x / q)``. So ``exp(x)``, ``exp(-x)`` and ``exp(2 x)`` cost one exponential (a softmax
+    over two tokens has ``exp(s)`` and ``exp(-s)``), as do ``exp(x / 2)`` and ``exp(-3 x / 2)``: every
+    distinct exponential is computed once."""
     symbols: dict[sp.Expr, sp.Symbol] = {}
 
     def symbol(exponent: sp.Expr) -> sp.Symbol:
@@ -290,9 +293,16 @@ def _exponentials(exprs: Sequence[sp.Expr]) -> tuple[list[sp.Expr], dict[sp.Symb
     replacements: dict[sp.Expr, sp.Expr] = {}
     for expr in exprs:
         for atom in sp.ordered(expr.atoms(sp.exp)):  # a set: ordered, so the source is the same in every process
-            content, primitive = atom.args[0].as_content_primitive()
-            if content.is_Integer and content > 1:
-                replacements[atom] = symbol(primitive) ** content
-            else:
-                replacements[atom] = symbol(atom.args[0])
+            content, primitive = _canonical_exponent(atom.args[0])
+            replacements[atom] = symbol(primitive / content.q) ** content.p
     return [e.xreplace(replacements) for e in exprs], {s: exponent for exponent, s in symbols.items()}
+
+
+def _canonical_exponent(exponent: sp.Expr) -> tuple[sp.Rational, sp.Expr]:
+    """``(c, x)`` with ``exponent = c x``: ``x`` the primitive part of the expanded ``exponent``, of the one
+    sign of ``+-x`` that sympy's ``could_extract_minus_sign`` does not prefer to negate (so ``x`` and
+    ``-x``, in any factored form, have one ``x``), and ``c`` a rational number."""
+    content, primitive = sp.expand(exponent).as_content_primitive()
+    if primitive.could_extract_minus_sign():
+        return -content, -primitive
+    return content, primitive

@@ -116,15 +116,25 @@ def test_hoisted_functions_equal_their_expressions_with_the_node_terms_computed_
 
 
 def test_an_exponential_and_its_integer_multiples_are_computed_once(tmp_path, monkeypatch):
-    """``exp(x)``, ``exp(2 x)`` and ``exp(3 x + 3 y)`` cost two exponentials: ``exp(x)``, ``exp(x + y)``."""
+    """``exp(x)``, ``exp(-x)``, ``exp(2 x)``, ``exp(3 x + 3 y)`` and ``exp(-(y + x)(y - x) / 2)`` cost
+    three exponentials: ``exp(x)``, ``exp(x + y)`` and ``exp((x^2 - y^2) / 2)``."""
     monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
     x, y = sp.symbols("x y", real=True)
-    expr = sp.exp(x) + sp.exp(2 * x) / (1 + sp.exp(3 * x + 3 * y))
+    expr = (
+        sp.exp(x)
+        + sp.exp(2 * x) / (1 + sp.exp(3 * x + 3 * y))
+        + 1 / (1 + sp.exp(-x))
+        + y * sp.exp(-2 * (y + x))
+        + sp.exp((x - y) * (x + y) / 2)
+        - sp.exp(-(y + x) * (y - x) / 2) ** 3
+    )
     source = ModuleSource(prox_dimension=1, constants={})
     source.scalar("f", [("a", [x, y])], expr)
-    assert source.text.count("math.exp") == 2
+    assert source.text.count("math.exp") == 3
     module = source.load()
-    assert module.f(np.array([0.3, -0.7])) == pytest.approx(float(expr.subs({x: 0.3, y: -0.7})), rel=1e-14)
+    for point in ([0.3, -0.7], [-1.2, 0.4]):
+        at = dict(zip((x, y), point, strict=True))
+        assert module.f(np.array(point)) == pytest.approx(float(expr.subs(at)), rel=1e-14)
 
 
 SOURCE_NAME = """
