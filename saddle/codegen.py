@@ -293,6 +293,8 @@ def _exponentials(exprs: Sequence[sp.Expr]) -> tuple[list[sp.Expr], dict[sp.Symb
     replacements: dict[sp.Expr, sp.Expr] = {}
     for expr in exprs:
         for atom in sp.ordered(expr.atoms(sp.exp)):  # a set: ordered, so the source is the same in every process
+            if atom in replacements:
+                continue
             content, primitive = _canonical_exponent(atom.args[0])
             replacements[atom] = symbol(primitive / content.q) ** content.p
     return [e.xreplace(replacements) for e in exprs], {s: exponent for exponent, s in symbols.items()}

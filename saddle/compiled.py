@@ -220,7 +220,7 @@ def _generate(system: ReplicaSystem) -> ModuleSource:
         "node_terms",
         without_z,
         z,
-        {"envelope": system.envelope, "derivatives": [*system.envelope_gradient, *hessian]},
+        {"derivatives": [*system.envelope_gradient, *hessian, system.envelope]},
     )
     source.constant("INVARIANTS", invariants)
     summary = [system.envelope, system.loss]

@@ -5,9 +5,8 @@ Every start is refined by Newton's method with the Hessian shifted to be positiv
 and an Armijo backtracking line search; the lowest ``M`` over starts is kept per node.
 
 The kernels are written here once, as templates in plain Python over the placeholder names
-below (``K``, ``SIZE``, ``INVARIANTS``, ``node_terms``, ``envelope``, ``derivatives``,
-``integrand``). For every model,
-:mod:`saddle.codegen` copies their source into a generated module next to that model's
+below (``K``, ``SIZE``, ``INVARIANTS``, ``node_terms``, ``derivatives``, ``integrand``). For every
+model, :mod:`saddle.codegen` copies their source into a generated module next to that model's
 compiled integrands and jits it there, so that numba can cache the machine code on disk.
 The templates are never called themselves (tests/test_replica.py runs the compiled ones).
 """
@@ -39,13 +38,9 @@ def node_terms(node, params, consts, out):  # pragma: no cover - placeholder
     raise NotImplementedError
 
 
-def envelope(z, a):  # pragma: no cover - placeholder
-    """``M(z; node)``, given the node's terms ``a`` (:func:`node_terms`)."""
-    raise NotImplementedError
-
-
 def derivatives(z, a, out):  # pragma: no cover - placeholder
-    """Gradient (``K``) and then Hessian (``K*K``, row-major) of ``M`` in ``z``, into ``out``."""
+    """Gradient (``K``), Hessian (``K*K``, row-major) and value of ``M`` at ``z``, given the node's terms
+    ``a`` (:func:`node_terms`), into ``out`` (``K + K*K + 1``)."""
     raise NotImplementedError
 
 
@@ -211,10 +206,11 @@ def _solve_in_place(a, b, k, m):  # pragma: no cover - compiled
 # ---------------------------------------------------------------- the prox
 def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work):  # pragma: no cover - compiled
     """Newton from ``z`` (updated in place) at the node whose terms are ``a`` (:func:`node_terms`):
-    ``(M, max |grad M|)`` at the end. ``gh``, ``gh_trial`` (``K + K*K``), ``trial``, ``step`` (``K``)
-    and ``work`` (``K*K``) are work buffers."""
-    value = envelope(z, a)
+    ``(M, max |grad M|)`` at the end. ``gh``, ``gh_trial`` (``K + K*K + 1``: :func:`derivatives`),
+    ``trial``, ``step`` (``K``) and ``work`` (``K*K``) are work buffers. Each trial point of the line
+    search is evaluated with its derivatives, which are the next Newton step's if it is accepted."""
     derivatives(z, a, gh)
+    value = gh[K + K * K]
     for _ in range(maxit if np.isfinite(value) else 0):
         gmax = _max_abs(gh, K)
         if not gmax > tol:
@@ -232,17 +228,18 @@ def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work):  # pragma: no cov
             for j in range(K):
                 step[j] *= cap / norm_step
         slope = _dot(gh, step, K)
-        t = 1.0
         accepted = False
-        tv = value
-        for _ in range(_MAX_HALVINGS):
-            for j in range(K):
-                trial[j] = z[j] + t * step[j]
-            tv = envelope(trial, a)
-            if tv < value + 1e-4 * t * slope:
-                accepted = True
-                break
-            t *= 0.5
+        # below M's floating-point resolution no trial can show the decrease the line search asks for
+        if value + 1e-4 * slope < value:
+            t = 1.0
+            for _ in range(_MAX_HALVINGS):
+                for j in range(K):
+                    trial[j] = z[j] + t * step[j]
+                derivatives(trial, a, gh_trial)
+                if gh_trial[K + K * K] < value + 1e-4 * t * slope:
+                    accepted = True
+                    break
+                t *= 0.5
         if not accepted:
             # M is at its floating-point floor along the Newton direction: below it only
             # the gradient still resolves the minimum, so take the full Newton step if it
@@ -252,16 +249,11 @@ def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work):  # pragma: no cov
             derivatives(trial, a, gh_trial)
             if not _max_abs(gh_trial, K) < 0.5 * gmax:
                 break
-            for j in range(K):
-                z[j] = trial[j]
-            value = envelope(trial, a)
-            for j in range(K + K * K):
-                gh[j] = gh_trial[j]
-            continue
         for j in range(K):
             z[j] = trial[j]
-        value = tv
-        derivatives(z, a, gh)
+        for j in range(K + K * K + 1):
+            gh[j] = gh_trial[j]
+        value = gh[K + K * K]
     return value, _max_abs(gh, K)
 
 
@@ -279,8 +271,8 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
         node = np.empty(dimension)
         a = np.empty(INVARIANTS)
         z = np.empty(K)
-        gh = np.empty(K + K * K)
-        gh_trial = np.empty(K + K * K)
+        gh = np.empty(K + K * K + 1)
+        gh_trial = np.empty(K + K * K + 1)
         trial = np.empty(K)
         step = np.empty(K)
         work = np.empty(K * K)
