@@ -19,6 +19,14 @@ STATUS_SEPARATOR = "; "
 #: Column prefix of the curvature of the training loss in an overlap family (``curvature_m``).
 CURVATURE_PREFIX = "curvature_"
 
+#: The ``stability_status`` of a point whose stability was assessed (:func:`saddle.landscape.assess`),
+#: of one that was not asked for, and of one that was not because the point has not converged; a point
+#: whose Hessian could not be computed has the reason instead ("prox: ...", "constrained: ...",
+#: "hessian: not finite").
+ASSESSED = "assessed"
+NOT_ASSESSED = "not assessed"
+UNASSESSED_UNCONVERGED = "not assessed: the point has not converged"
+
 
 def failed_checks(status: str) -> tuple[str, ...]:
     """The names of the failed checks a point's ``status`` lists (empty when it is ``CONVERGED``)."""
@@ -53,6 +61,7 @@ class FixedPoint:
     # smallest eigenvalue of the training loss's Hessian block per overlap family (saddle/landscape.py)
     curvature: Mapping[str, float] = field(default_factory=dict)
     stable: bool | None = None  # Hessian positive definite; None where not assessed
+    stability_status: str = NOT_ASSESSED  # ASSESSED, or why stable is None (NOT_ASSESSED, or the reason)
     sheet: int = 0  # folds passed on the way from the branch's anchor (saddle/arclength.py)
     # eps_t on the independent randomised rules of the error check (saddle.quadrature.QuadratureCheck):
     # their mean and its standard error; NaN where no check ran (unconverged points, or none asked for)
@@ -86,6 +95,8 @@ class FixedPoint:
     @classmethod
     def from_row(cls, row: Mapping[str, object], names: Sequence[str], conjugate_names: Sequence[str]) -> FixedPoint:
         """Inverse of :meth:`row` (for resuming a scan from its table)."""
+        stable = {"true": True, "1": True, "false": False, "0": False}.get(str(row.get("stable")).lower())
+        unrecorded = NOT_ASSESSED if stable is None else ASSESSED  # a table written without the status column
         return cls(
             alpha=float(row["alpha"]),
             branch=str(row["branch"]),
@@ -111,7 +122,8 @@ class FixedPoint:
                 for k, v in row.items()
                 if str(k).startswith(CURVATURE_PREFIX)
             },
-            stable={"true": True, "1": True, "false": False, "0": False}.get(str(row.get("stable", "")).lower()),
+            stable=stable,
+            stability_status=status if isinstance(status := row.get("stability_status"), str) else unrecorded,
             sheet=int(row.get("sheet", 0)),
             train_loss_check=float(row.get("train_loss_check", float("nan"))),
             train_loss_check_se=float(row.get("train_loss_check_se", float("nan"))),
@@ -131,6 +143,7 @@ class FixedPoint:
             test_error=self.test_error,
             stable=self.stable,
             **{CURVATURE_PREFIX + family: float(c) for family, c in self.curvature.items()},
+            stability_status=self.stability_status,
             converged=self.converged,
             status=self.status,
             residual=self.residual,

@@ -26,7 +26,14 @@ from operator import attrgetter
 
 import numpy as np
 
-from attnphase.saddle.fixed_point import CONVERGED, STATUS_SEPARATOR, FixedPoint, failed_checks
+from attnphase.saddle.fixed_point import (
+    ASSESSED,
+    CONVERGED,
+    STATUS_SEPARATOR,
+    UNASSESSED_UNCONVERGED,
+    FixedPoint,
+    failed_checks,
+)
 from attnphase.saddle.passes import search_in_passes
 from attnphase.saddle.saddle_map import Evaluation, MemoisedMap
 from attnphase.saddle.solver import SaddlePointSolver
@@ -48,6 +55,9 @@ SMOOTHING_STEP = 5e-2
 #: the map is not smooth below about 1e-6 (the prox changes basin at some nodes), and a residual r
 #: moves the curvature by about r / delta.
 HESSIAN_RESIDUAL = 1e-5
+#: Most halvings of a difference step whose moved point leaves the domain of the order parameters
+#: (:func:`_within_domain`).
+DOMAIN_HALVINGS = 20
 
 
 @dataclass(frozen=True)
@@ -265,7 +275,12 @@ class Stability:
     names: tuple[str, ...]  # the overlap entries, in the order of the Hessian's rows
     families: tuple[str, ...]  # the family of each entry
     hessian: np.ndarray
-    converged: bool  # every constrained point behind the Hessian gave a usable gradient
+    problem: str = ""  # why the Hessian is not usable ("" when every evaluation behind it is)
+
+    @property
+    def converged(self) -> bool:
+        """Every evaluation behind the Hessian is usable and the Hessian is finite."""
+        return not self.problem
 
     def curvature(self, family: str) -> float:
         """The smallest eigenvalue of the Hessian's block of ``family``: negative means weights with a
@@ -311,6 +326,7 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     deltas = SMOOTHING_STEP * np.abs(x)
     deltas[overlaps] = overlap_deltas
     deltas = np.where(deltas > 0, deltas, step)
+    deltas = np.array([_within_domain(solver, x, j, delta, one_sided=in_held[j]) for j, delta in enumerate(deltas)])
     with np.errstate(all="ignore"):
         evaluations = [solver.map.evaluate(x, alpha, thorough=True)]  # the warm prox start of the others
         second = np.zeros((x.size, x.size))
@@ -337,10 +353,15 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
         hessian = -(phi[np.ix_(overlaps, overlaps)] - eliminated)
     hessian[np.ix_(in_held[overlaps], ~in_held[overlaps])] = 0.0
     hessian[np.ix_(~in_held[overlaps], in_held[overlaps])] = 0.0
-    converged = all(ev.prox_unconverged_weight <= solver.settings.prox_tolerance for ev in evaluations)
-    converged &= bool(np.all(np.isfinite(hessian)))
     names = tuple(solver.names[i] for i in overlaps)
-    return Stability(names, tuple(families[overlaps]), (hessian + hessian.T) / 2, converged)
+    unconverged = max(ev.prox_unconverged_weight for ev in evaluations)
+    problem = _hessian_problem(hessian)
+    if unconverged > solver.settings.prox_tolerance:
+        problem = (
+            f"prox: unconverged on weight {unconverged:.1e} > {solver.settings.prox_tolerance:g} "
+            f"in one of the Hessian's {len(evaluations)} evaluations"
+        )
+    return Stability(names, tuple(families[overlaps]), (hessian + hessian.T) / 2, problem)
 
 
 def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
@@ -362,30 +383,62 @@ def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step:
     constrained = ConstrainedSolver(solver, names)
     centre = point.values[index]
     hessian = np.zeros((len(index), len(index)))
-    converged = True
+    unusable: list[ConstrainedPoint] = []
+    solves = 0
     for j, delta in enumerate(deltas):
         gradients = []
         for sign in (1.0,) if families[j] in held_at_zero else (1.0, -1.0):
             held = centre.copy()
             held[j] += sign * delta
             moved = constrained.solve(point.alpha, held, point.values, point.conjugates[index], correct_kinks=False)
-            converged &= moved.usable_gradient
+            solves += 1
+            if not moved.usable_gradient:
+                unusable.append(moved)
             gradients.append(sign * moved.gradient)
         hessian[:, j] = np.mean(gradients, axis=0) / delta
         if families[j] in held_at_zero:  # no mixed derivative with another family: eps is even in this one
             hessian[np.array(families) != families[j], j] = 0.0
-    return Stability(names, families, (hessian + hessian.T) / 2, converged)
+    problem = _hessian_problem(hessian)
+    if unusable:
+        worst = max(unusable, key=lambda p: p.residual)
+        problem = (
+            f"constrained: {len(unusable)} of {solves} constrained points without a usable gradient "
+            f"(largest residual {worst.residual:.1e}, status {worst.status})"
+        )
+    return Stability(names, families, (hessian + hessian.T) / 2, problem)
+
+
+def _within_domain(solver: SaddlePointSolver, x: np.ndarray, j: int, delta: float, one_sided: bool) -> float:
+    """``delta`` halved until the difference's moved points ``x + delta e_j`` (and ``x - delta e_j``
+    unless ``one_sided``) lie in the domain of the order parameters (:meth:`OverlapGeometry.in_domain`):
+    near the edge of the domain, e.g. ``theta`` close to its bound ``sqrt(q rho)``, a step of ``q``
+    relative to its size crosses ``theta^2 = q rho``, where the quadrature's covariance is not positive."""
+    signs = (1.0,) if one_sided else (1.0, -1.0)
+    for _ in range(DOMAIN_HALVINGS):
+        if all(solver.overlaps.in_domain(x + sign * delta * np.eye(x.size)[j]) for sign in signs):
+            break
+        delta /= 2
+    return delta
+
+
+def _hessian_problem(hessian: np.ndarray) -> str:
+    """``"hessian: not finite"`` if an entry of ``hessian`` is NaN or infinite, else ``""``."""
+    return "" if np.all(np.isfinite(hessian)) else "hessian: not finite"
 
 
 def assess(solver: SaddlePointSolver, point: FixedPoint) -> FixedPoint:
     """``point`` with its curvature per overlap family and whether it is a minimum (:func:`stability`);
-    NaN and ``None`` for a point that has not converged, or whose Hessian could not be computed."""
+    NaN and ``None`` for a point that has not converged, or whose Hessian could not be computed, with
+    the reason in ``stability_status`` (:data:`~attnphase.saddle.fixed_point.ASSESSED` otherwise)."""
     families = solver.compiled.system.overlap_families
-    if point.converged:
-        found = stability(solver, point)
-        if found.converged:
-            return replace(point, curvature={f: found.curvature(f) for f in families}, stable=found.stable)
-    return replace(point, curvature=dict.fromkeys(families, float("nan")), stable=None)
+    unassessed = dict(curvature=dict.fromkeys(families, float("nan")), stable=None)
+    if not point.converged:
+        return replace(point, **unassessed, stability_status=UNASSESSED_UNCONVERGED)
+    found = stability(solver, point)
+    if not found.converged:
+        return replace(point, **unassessed, stability_status=found.problem)
+    curvature = {f: found.curvature(f) for f in families}
+    return replace(point, curvature=curvature, stable=found.stable, stability_status=ASSESSED)
 
 
 def _overlap_moves(

@@ -17,8 +17,10 @@ import scipy.optimize
 from attnphase.replica.declaration import (
     paper_model,
 )
-from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.replica.variants import variant
+from attnphase.saddle.fixed_point import ASSESSED, NOT_ASSESSED, UNASSESSED_UNCONVERGED, FixedPoint
 from attnphase.saddle.landscape import (
+    SMOOTHING_STEP,
     ConstrainedSolver,
     assess,
     stability,
@@ -227,11 +229,50 @@ def test_constrained_system_on_a_three_token_declaration(three_token_model):
 
 
 def test_stability_survives_a_table_round_trip(paper, positional):
-    """A resumed scan reads ``stable`` and the curvatures back from its table."""
+    """A resumed scan reads ``stable``, the curvatures and the stability status back from its table."""
     assessed = assess(paper, positional)
     row = {k: (str(v) if isinstance(v, bool) else v) for k, v in assessed.row().items()}
     back = FixedPoint.from_row(row, paper.names, paper.compiled.conjugate_names)
     assert back.stable is True and back.curvature == assessed.curvature
+    assert back.stability_status == assessed.stability_status == ASSESSED
+    assert positional.stability_status == NOT_ASSESSED  # a point nobody assessed says so
+
+
+def test_a_point_without_a_curvature_says_why(paper, positional, monkeypatch):
+    """``stable`` is empty for an unconverged point and for one whose Hessian rests on evaluations whose
+    prox did not converge; ``stability_status`` names the reason, never a bare NaN."""
+    unconverged = assess(paper, replace(positional, converged=False, status="residual: 1.0e-03 > 1e-08"))
+    assert unconverged.stable is None and np.isnan(unconverged.curvature["m"])
+    assert unconverged.stability_status == UNASSESSED_UNCONVERGED
+
+    evaluate = paper.map.evaluate
+
+    def unconverged_prox(params, alpha, thorough=True):
+        return replace(evaluate(params, alpha, thorough), prox_unconverged=3, prox_unconverged_weight=2e-3)
+
+    monkeypatch.setattr(paper.map, "evaluate", unconverged_prox)
+    flagged = assess(paper, positional)
+    assert flagged.stable is None and np.isnan(flagged.curvature["theta"])
+    assert flagged.stability_status.startswith("prox: unconverged on weight 2.0e-03 > 1e-06")
+
+
+def test_differences_near_the_edge_of_the_domain_stay_inside_it():
+    """The spectrum variant's semantic point at alpha = 2.2 has theta within 2 % of its Cauchy-Schwarz
+    bound ``sqrt(q rho)``, so the elimination's step in ``q`` (5 % of q) would cross ``theta^2 = q rho``,
+    where the quadrature's covariance has no square root. The step is shortened to stay in the domain,
+    and the curvatures equal those of the constrained route, which never leaves it."""
+    solver = make_solver(variant("spectrum").model(), SETTINGS)
+    point = solver.anchor(2.2, solver.branch("semantic"))
+    assert point.converged and point.branch == "semantic"
+    q, theta = solver.names.index("q"), solver.names.index("theta")
+    assert point.values[theta] > 0.98 * solver.overlaps.overlap_bounds(point.values)[theta]
+    crossing = point.values - SMOOTHING_STEP * point.values[q] * np.eye(point.values.size)[q]
+    assert not solver.overlaps.in_domain(crossing)
+    by_elimination = stability_by_elimination(solver, point)
+    by_constraints = stability_by_constraints(solver, point)
+    assert by_elimination.converged and by_constraints.converged
+    np.testing.assert_allclose(by_elimination.hessian, by_constraints.hessian, rtol=1e-3, atol=1e-5)
+    assert assess(solver, point).stability_status == ASSESSED
 
 
 def test_fixed_entries_are_checked(paper):
