@@ -37,7 +37,7 @@ from attnphase.experiments.storage import (
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.continuation import Anchor, BranchEnd, BranchTrace
-from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.fixed_point import ASSESSED, NOT_ASSESSED, FixedPoint
 from attnphase.saddle.quadrature import (
     CHECK_LOG2_POINTS,
     GAUSS_HERMITE_ORDER,
@@ -195,7 +195,8 @@ class ScanResult(StudyResult):
 
     def summary(self) -> str:
         """A few lines: the thresholds, the baseline, how many points converged, where branches ended, the
-        largest estimated quadrature error of a training loss."""
+        largest estimated quadrature error of a training loss, the converged points whose stability could
+        not be computed."""
         s = self.solution
         points = self.points
         failed = [p for p in points if not p.converged]
@@ -215,6 +216,10 @@ class ScanResult(StudyResult):
                 f"(|eps_t - check| + 2 standard errors, largest for {worst.branch} at alpha={worst.alpha:g}: "
                 f"{worst.quadrature} against {worst.error_check})"
             )
+        unassessed = [p for p in points if p.converged and p.stability_status not in (ASSESSED, NOT_ASSESSED)]
+        if unassessed:
+            where = ", ".join(f"{p.branch} at alpha={p.alpha:g}" for p in unassessed)
+            lines.append(f"no stability at {len(unassessed)} converged points ({where}; why: stability_status)")
         if len(self.transitions):
             changes = [f"{t.before} -> {t.after} in ({t.below:g}, {t.above:g})" for t in self.transitions.itertuples()]
             lines.append("global minimum changes: " + ", ".join(changes))

@@ -7,6 +7,7 @@ import inspect
 import json
 import pkgutil
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -127,6 +128,19 @@ def test_a_scan_is_one_call_with_tidy_tables(api_scan):
     for name, stable in (("positional", True), ("semantic", True), ("agnostic", False)):
         assert (ok.loc[ok["branch"] == name, "stable"] == stable).all(), name
     assert (ok.loc[ok["branch"] == "agnostic", "curvature_theta"] < 0).all()
+    assert (ok["stability_status"] == "assessed").all()
+
+
+def test_the_summary_names_the_converged_points_without_stability(api_scan, monkeypatch):
+    assert "no stability" not in api_scan.summary()  # every converged point was assessed
+    points = api_scan.points
+    first = next(i for i, p in enumerate(points) if p.converged)
+    unassessed = replace(points[first], stable=None, stability_status="hessian: not finite")
+    monkeypatch.setattr(
+        type(api_scan), "points", property(lambda _: [*points[:first], unassessed, *points[first + 1 :]])
+    )
+    where = f"{unassessed.branch} at alpha={unassessed.alpha:g}"
+    assert f"no stability at 1 converged points ({where}; why: stability_status)" in api_scan.summary()
 
 
 def test_the_command_line_and_the_api_give_identical_tables(api_scan, cli_scan):
