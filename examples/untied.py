@@ -3,7 +3,7 @@ its fields are two columns and the quadrature has six Gaussian dimensions. The o
 are 2 x 2 (q_1_2 is the query-key overlap) and m, theta have one entry per column. Declared,
 derived, solved on Gauss-Hermite 8 at two alphas, simulated from the same declaration, plotted.
 Run: python examples/untied.py (about eleven minutes on two cores; most of it the anchor searches of
-the six-dimension branches, the last one, of the mixed branch at alpha = 2, alone about six)."""
+the six-dimension branches, one of which alone takes about six)."""
 
 from dataclasses import replace
 
