@@ -401,9 +401,10 @@ def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step:
     problem = _hessian_problem(hessian)
     if unusable:
         worst = max(unusable, key=lambda p: p.residual)
+        failed = ", ".join(failed_checks(worst.status)) or "none, the gradient is not finite"
         problem = (
             f"constrained: {len(unusable)} of {solves} constrained points without a usable gradient "
-            f"(largest residual {worst.residual:.1e}, status {worst.status})"
+            f"(largest residual {worst.residual:.1e}; failed checks: {failed})"
         )
     return Stability(names, families, (hessian + hessian.T) / 2, problem)
 

@@ -254,6 +254,19 @@ def test_a_point_without_a_curvature_says_why(paper, positional, monkeypatch):
     flagged = assess(paper, positional)
     assert flagged.stable is None and np.isnan(flagged.curvature["theta"])
     assert flagged.stability_status.startswith("prox: unconverged on weight 2.0e-03 > 1e-06")
+    monkeypatch.undo()
+
+    solve = ConstrainedSolver.solve
+
+    def stalled(self, *args, **kwargs):
+        return replace(solve(self, *args, **kwargs), residual=1e-3, status="residual: 1.0e-03 > 1e-08")
+
+    monkeypatch.setattr(ConstrainedSolver, "solve", stalled)
+    found = stability_by_constraints(paper, positional)  # m moved both ways, theta (held at zero) one way
+    assert found.problem == (
+        "constrained: 3 of 3 constrained points without a usable gradient (largest residual 1.0e-03; "
+        "failed checks: residual)"
+    )
 
 
 def test_differences_near_the_edge_of_the_domain_stay_inside_it():
