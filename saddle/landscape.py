@@ -169,7 +169,7 @@ class ConstrainedSolver:
         return point
 
     def _solve_from(self, alpha, held, initial, multipliers, correct_kinks, roots, wanted) -> ConstrainedPoint:
-        start = self._params(initial[self.free], held, initial)
+        start = self.solver.overlaps.raised_into_domain(self._params(initial[self.free], held, initial), self.free)
         if multipliers is None:
             with np.errstate(all="ignore"):
                 multipliers = self.solver.map.evaluate(start, alpha, thorough=False).conjugates[self.fixed_index]

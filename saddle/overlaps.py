@@ -39,6 +39,10 @@ GENERIC_FRACTIONS = ((0.2, 0.45), (0.45, 0.7))
 #: of the order of the probe) and in the envelope form: the score form divides M* by q, and its
 #: rounding error grows as 1/q (docs/validation.md, "The vanishing student").
 VANISHING_PROBE = 1e-10
+#: Most doublings of the diagonal of ``q`` that bring a start into the domain
+#: (:meth:`OverlapGeometry.raised_into_domain`):
+#: from ``VANISHING_PROBE rho`` they reach ``rho`` and beyond.
+Q_DOUBLINGS = 64
 #: A search that ends unconverged with every diagonal entry of q below this fraction of rho is
 #: repeated from the vanishing student (the root finders approach q = 0 only geometrically).
 NEARLY_VANISHING = 1e-3
@@ -232,6 +236,25 @@ class OverlapGeometry:
             if bound[i] and self._seedable(e, branch) and self.column_of(e) == columns.get(e.family, 0):
                 x[i] = strength * bound[i]
         return x
+
+    def raised_into_domain(self, values: np.ndarray, movable: np.ndarray) -> np.ndarray:
+        """``values`` if they lie in the domain (:meth:`in_domain`), else with the ``movable`` diagonal
+        entries of ``q`` raised to at least ``VANISHING_PROBE rho`` and doubled until they do (a larger
+        ``q`` keeps it positive definite and makes ``rho - theta q^-1 theta^T`` larger): a start for a
+        solve whose held overlaps, e.g. ``theta`` moved off a vanishing student, exceed the Cauchy-Schwarz
+        bound of its ``q``. Returned unchanged if no number of doublings helps."""
+        if self.in_domain(values):
+            return values
+        raised = values.copy()
+        diagonal = [(i, rho) for i, rho in self.q_diagonal() if movable[i]]
+        for i, rho in diagonal:
+            raised[i] = max(raised[i], VANISHING_PROBE * rho)
+        for _ in range(Q_DOUBLINGS):
+            if self.in_domain(raised):
+                return raised
+            for i, _ in diagonal:
+                raised[i] *= 2
+        return values
 
     def in_domain(self, values: np.ndarray) -> bool:
         """``values`` are finite and inside the domain of the order parameters (:meth:`domain_violations`)."""

@@ -12,7 +12,7 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from attnphase.experiments.simulation import SimulationSettings, simulate
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.landscape import assess
+from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.settings import SolverSettings
@@ -152,3 +152,43 @@ def test_training_from_both_informed_starts_ends_at_w_zero_as_the_theory_says(st
         for column, theory in (("train_loss", point.train_loss), ("test_error", point.test_error)):
             spread = 4 * runs[column].std(ddof=1) / np.sqrt(len(runs))
             assert abs(runs[column].mean() - theory) <= spread + 0.05 * theory, (alpha, column)
+
+
+def test_a_start_outside_the_domain_is_raised_into_it_along_q_alone(strong_ridge):
+    """A start with ``theta`` above the Cauchy-Schwarz bound of its ``q`` (here ``q = 0``) is moved
+    into the domain by raising the diagonal of ``q``, and nothing else; a start inside is kept."""
+    overlaps, families = strong_ridge.overlaps, np.array(strong_ridge.families)
+    start = np.where(families == "V", 10.0, 0.0) + np.where(families == "theta", 0.01, 0.0)
+    assert not overlaps.in_domain(start)
+    raised = overlaps.raised_into_domain(start, np.ones(start.size, dtype=bool))
+    assert overlaps.in_domain(raised)
+    np.testing.assert_array_equal(raised[families != "q"], start[families != "q"])
+    assert overlaps.raised_into_domain(raised, np.ones(start.size, dtype=bool)) is raised
+
+
+def test_the_stability_of_a_vanishing_student_from_constrained_points_started_inside_the_domain():
+    """At a vanishing student (omega = 0.5, the App. E.2 matrix, alpha = 1.3 and 2.3) the Hessian comes
+    from constrained points with ``theta`` held at ``delta > 0``: started from the point itself
+    (``q = 0``) they start outside the domain, and the solves ran to a negative V. Started with ``q``
+    raised into it, they converge to the constrained point a start well inside the domain finds, and
+    the point is assessed: a minimum, its theta-curvature between those at neighbouring alphas."""
+    solver = make_solver(paper_model(omega=0.5, A=((0.3, 0.7), (0.8, 0.2))), RULE)
+    theta = solver.names.index("theta")
+    curvatures = {}
+    for alpha in (1.1, 1.3, 1.5, 2.1, 2.3, 2.5):
+        point = solver.anchor(alpha, solver.branch("agnostic"))
+        assert point.converged and solver.overlaps.vanishes(point.values), alpha
+        assessed = assess(solver, point)
+        assert assessed.stability_status == "assessed" and assessed.stable, alpha
+        curvatures[alpha] = assessed.curvature["theta"]
+        if alpha in (1.3, 2.3):
+            held = ConstrainedSolver(solver.in_form("envelope"), ("m", "theta"))
+            from_point = held.solve(alpha, [0.0, 0.01], point.values, correct_kinks=False)
+            inside = point.values.copy()
+            inside[solver.names.index("q")] = 10 * 0.01**2 / solver.overlaps.rho(0)
+            from_inside = held.solve(alpha, [0.0, 0.01], inside, correct_kinks=False)
+            assert from_point.converged and from_inside.converged
+            np.testing.assert_allclose(from_point.values, from_inside.values, rtol=1e-7, atol=1e-12)
+            assert from_point.values[theta] == 0.01
+    assert curvatures[1.1] < curvatures[1.3] < curvatures[1.5]
+    assert curvatures[2.1] < curvatures[2.3] < curvatures[2.5]
