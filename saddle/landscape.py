@@ -35,6 +35,7 @@ from attnphase.saddle.fixed_point import (
     failed_checks,
 )
 from attnphase.saddle.passes import search_in_passes
+from attnphase.saddle.roots import largest_halving
 from attnphase.saddle.saddle_map import Evaluation, MemoisedMap
 from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.validation import check_alpha
@@ -414,12 +415,8 @@ def _within_domain(solver: SaddlePointSolver, x: np.ndarray, j: int, delta: floa
     unless ``one_sided``) lie in the domain of the order parameters (:meth:`OverlapGeometry.in_domain`):
     near the edge of the domain, e.g. ``theta`` close to its bound ``sqrt(q rho)``, a step of ``q``
     relative to its size crosses ``theta^2 = q rho``, where the quadrature's covariance is not positive."""
-    signs = (1.0,) if one_sided else (1.0, -1.0)
-    for _ in range(DOMAIN_HALVINGS):
-        if all(solver.overlaps.in_domain(x + sign * delta * np.eye(x.size)[j]) for sign in signs):
-            break
-        delta /= 2
-    return delta
+    moves = np.eye(x.size)[j] * delta * np.array([[1.0]] if one_sided else [[1.0], [-1.0]])
+    return delta * largest_halving(lambda t: all(solver.overlaps.in_domain(x + t * m) for m in moves), DOMAIN_HALVINGS)
 
 
 def _hessian_problem(hessian: np.ndarray) -> str:

@@ -145,11 +145,17 @@ def _feasible_fraction(residual: Residual, x: np.ndarray, step: np.ndarray) -> f
     where it says what its domain is (``feasible(x)``, evaluated without the residual), else 1: the line
     search starts inside the domain, and its halvings are spent on lowering the residual."""
     feasible: Callable[[np.ndarray], bool] | None = getattr(residual, "feasible", None)
-    t = 1.0
     if feasible is None:
-        return t
-    for _ in range(FEASIBLE_HALVINGS):
-        if feasible(x + t * step):
+        return 1.0
+    return largest_halving(lambda t: feasible(x + t * step), FEASIBLE_HALVINGS)
+
+
+def largest_halving(admissible: Callable[[float], bool], halvings: int) -> float:
+    """The largest ``t = 2^-k`` (``k < halvings``) that is ``admissible``, else ``2^-halvings``: the
+    fraction of a step that keeps its end inside a domain."""
+    t = 1.0
+    for _ in range(halvings):
+        if admissible(t):
             break
         t *= 0.5
     return t
