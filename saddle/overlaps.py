@@ -43,6 +43,11 @@ VANISHING_PROBE = 1e-10
 #: (:meth:`OverlapGeometry.raised_into_domain`):
 #: from ``VANISHING_PROBE rho`` they reach ``rho`` and beyond.
 Q_DOUBLINGS = 64
+#: Doublings past the first ``q`` inside the domain: a start just inside the bound
+#: ``theta^2 <= q rho`` has a teacher field of nearly zero conditional variance, where Newton steps
+#: leave the domain again; a factor 4 inside, the solves converge (docs/validation.md,
+#: "The vanishing student").
+Q_MARGIN_DOUBLINGS = 2
 #: A search that ends unconverged with every diagonal entry of q below this fraction of rho is
 #: repeated from the vanishing student (the root finders approach q = 0 only geometrically).
 NEARLY_VANISHING = 1e-3
@@ -240,9 +245,10 @@ class OverlapGeometry:
     def raised_into_domain(self, values: np.ndarray, movable: np.ndarray) -> np.ndarray:
         """``values`` if they lie in the domain (:meth:`in_domain`), else with the ``movable`` diagonal
         entries of ``q`` raised to at least ``VANISHING_PROBE rho`` and doubled until they do (a larger
-        ``q`` keeps it positive definite and makes ``rho - theta q^-1 theta^T`` larger): a start for a
-        solve whose held overlaps, e.g. ``theta`` moved off a vanishing student, exceed the Cauchy-Schwarz
-        bound of its ``q``. Returned unchanged if no number of doublings helps."""
+        ``q`` keeps it positive definite and makes ``rho - theta q^-1 theta^T`` larger), then doubled
+        ``Q_MARGIN_DOUBLINGS`` times more: a start for a solve whose held overlaps, e.g. ``theta``
+        moved off a vanishing student, exceed the Cauchy-Schwarz bound of its ``q``. Returned
+        unchanged if no number of doublings helps."""
         if self.in_domain(values):
             return values
         raised = values.copy()
@@ -251,6 +257,8 @@ class OverlapGeometry:
             raised[i] = max(raised[i], VANISHING_PROBE * rho)
         for _ in range(Q_DOUBLINGS):
             if self.in_domain(raised):
+                for i, _ in diagonal:
+                    raised[i] *= 2**Q_MARGIN_DOUBLINGS
                 return raised
             for i, _ in diagonal:
                 raised[i] *= 2

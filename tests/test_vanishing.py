@@ -192,3 +192,14 @@ def test_the_stability_of_a_vanishing_student_from_constrained_points_started_in
             assert from_point.values[theta] == 0.01
     assert curvatures[1.1] < curvatures[1.3] < curvatures[1.5]
     assert curvatures[2.1] < curvatures[2.3] < curvatures[2.5]
+
+
+@pytest.mark.parametrize("alpha", [1.3, 2.3])
+def test_the_vanishing_student_is_assessed_on_the_default_rule(alpha):
+    """On the default rule (Gauss-Hermite 20) the raised ``q`` just inside the bound
+    ``theta^2 <= q rho`` left Newton steps too little room: the start is raised a margin further."""
+    solver = make_solver(paper_model(omega=0.5, A=((0.3, 0.7), (0.8, 0.2))))
+    point = solver.anchor(alpha, solver.branch("agnostic"))
+    assert point.converged and solver.overlaps.vanishes(point.values)
+    assessed = assess(solver, point)
+    assert assessed.stability_status == "assessed" and assessed.stable
