@@ -105,7 +105,7 @@ def run_scan(
         threshold_solver(model, solver.settings),
         [(b, traces[b.name]) for b in solver.branches],
         reference_error,
-        alpha_c.value,
+        loss_solver=solver,
     )
     return ScanSolution(traces, transitions(list(traces.values())), alpha_c, alpha_l, reference_error)
 

@@ -50,27 +50,79 @@ def _by_alpha(trace: BranchTrace) -> dict[float, FixedPoint]:
     return global_minimum([trace])
 
 
+#: Halvings of the step from the nearest point solved before, when a solve from the bracket's ends
+#: does not converge onto its branch (:class:`_BranchSolver`).
+CONTINUATION_HALVINGS = 6
+
+
 class _BranchSolver:
     """Solves one branch at alphas inside a bracket, starting from the interpolation of the
-    bracket's end points and reusing the last Jacobian estimate."""
+    bracket's end points (from ``lo`` alone if it is ``hi``) and reusing the last Jacobian estimate.
+    Where that does not converge onto the branch (near a fold or a merger, far from the start), it is
+    continued there from the nearest point solved before, in steps halved up to
+    :data:`CONTINUATION_HALVINGS` times; if that fails too, ``RuntimeError``."""
 
     def __init__(self, solver: SaddlePointSolver, branch: Branch, lo: FixedPoint, hi: FixedPoint) -> None:
         self.solver, self.branch, self.lo, self.hi = solver, branch, lo, hi
         self.jacobian: np.ndarray | None = None
+        self.solved: dict[float, FixedPoint] = {lo.alpha: lo, hi.alpha: hi}
 
     def __call__(self, alpha: float) -> FixedPoint:
-        w = (alpha - self.lo.alpha) / (self.hi.alpha - self.lo.alpha)
-        initial = (1 - w) * self.lo.values + w * self.hi.values
+        w = 0.0 if self.hi.alpha == self.lo.alpha else (alpha - self.lo.alpha) / (self.hi.alpha - self.lo.alpha)
+        point = self._solve(alpha, (1 - w) * self.lo.values + w * self.hi.values)
+        return point if point is not None else self._continued(alpha)
+
+    def _solve(self, alpha: float, initial: np.ndarray) -> FixedPoint | None:
         # a point of the root search for a crossing, not reported: no quadrature error check
         point, jacobian = self.solver.solve(
             alpha, self.branch, initial=initial, jacobian=self.jacobian, error_check=False
         )
-        if not point.converged:
-            raise RuntimeError(
-                f"{self.branch.name} branch did not converge at alpha={alpha:.6g} (residual {point.residual:.1e})"
-            )
+        if not self.solver.on_branch(point, self.branch):
+            return None
         self.jacobian = jacobian if jacobian is not None else self.jacobian
+        self.solved[alpha] = point
         return point
+
+    def _continued(self, alpha: float) -> FixedPoint:
+        """Natural continuation to ``alpha`` from the nearest point solved before: a step that does
+        not converge onto the branch is halved, one that does is taken, until ``alpha`` is reached or
+        the step is :data:`CONTINUATION_HALVINGS` halvings below the first. Where it stops short of
+        ``alpha`` but the branch converges as far beyond ``alpha`` (the solves stall at isolated alphas,
+        e.g. where a quadrature node meets a kink), the last point reached stands for ``alpha``; else
+        the branch ends before ``alpha`` (a fold, a merger)."""
+        here = self.solved[min(self.solved, key=lambda x: abs(x - alpha))]
+        step = alpha - here.alpha
+        smallest = abs(step) / 2**CONTINUATION_HALVINGS
+        while abs(step) >= smallest:
+            target = alpha if abs(alpha - here.alpha) <= abs(step) else here.alpha + step
+            point = self._solve(target, here.values)
+            if point is None:
+                step /= 2
+            elif target == alpha:
+                return point
+            else:
+                here = point
+        if self._solve(2 * alpha - here.alpha, here.values) is not None:
+            return here  # the branch goes on beyond alpha: a defect of the map there, not the branch's end
+        raise RuntimeError(
+            f"the {self.branch.name} branch was not found at alpha={alpha:.6g} (continued to alpha={here.alpha:.6g})"
+        )
+
+    def on_branch(self, alpha: float) -> FixedPoint | None:
+        """The point at ``alpha`` if the solve converges onto the branch, else ``None``."""
+        try:
+            return self(alpha)
+        except RuntimeError:
+            return None
+
+    @classmethod
+    def inside(
+        cls, solver: SaddlePointSolver, branch: Branch, points: dict[float, FixedPoint], a: float, b: float
+    ) -> _BranchSolver:
+        """``branch`` solved inside ``[a, b]`` from its ``points`` (by alpha) at the bracket's ends, or
+        from the one it has where it ends inside the bracket."""
+        ends = [points[x] for x in (a, b) if x in points]
+        return cls(solver, branch, ends[0], ends[-1])
 
 
 def _root(
@@ -160,25 +212,43 @@ def linear_threshold(
     solver: SaddlePointSolver,
     branches: Sequence[tuple[Branch, BranchTrace]],
     baseline_error: float,
-    switch: float,
     xtol: float = 1e-7,
+    loss_solver: SaddlePointSolver | None = None,
 ) -> Threshold:
     """Smallest alpha above which the global minimum beats the baseline's test error for
     every larger scanned alpha; the root is solved with ``solver``, which may use a finer rule
-    than the scan (:func:`saddle.scan.threshold_solver`). ``switch`` is where the global minimum changes branch
-    (``alpha_c``). NaN, with the reason in ``note``, if a solve inside the bracket fails."""
+    than the scan (:func:`saddle.scan.threshold_solver`). Where the global minimum changes branch
+    inside the bracket, the change is located first on ``loss_solver`` (default ``solver``; the
+    scan's own, whose training losses carry the kink correction: :func:`change_of_minimum`), and the
+    root is on the branch above the change, on the branch below it, or the change itself (where the
+    test error jumps across the baseline). NaN, with the reason in ``note``, if a solve inside the
+    bracket fails."""
     try:
-        return _linear_threshold(solver, branches, baseline_error, switch, xtol)
+        return _linear_threshold(solver, branches, baseline_error, xtol, loss_solver or solver)
     except RuntimeError as error:
         return Threshold("alpha_l", float("nan"), None, f"not resolved: {error}", UNRESOLVED)
+
+
+#: Grid brackets alpha_l's search moves by where the finer rule puts the crossing outside the one
+#: the scan's rule chose.
+MAX_BRACKET_MOVES = 3
+
+
+class _Outside(Exception):
+    """On the root's rule the global minimum's test error crosses the baseline below (``direction``
+    -1) or above (+1) the bracket the scan's rule chose."""
+
+    def __init__(self, direction: int) -> None:
+        super().__init__(direction)
+        self.direction = direction
 
 
 def _linear_threshold(
     solver: SaddlePointSolver,
     branches: Sequence[tuple[Branch, BranchTrace]],
     baseline_error: float,
-    switch: float,
     xtol: float,
+    loss_solver: SaddlePointSolver,
 ) -> Threshold:
     best = global_minimum([t for _, t in branches])
     alphas = list(best)
@@ -202,42 +272,99 @@ def _linear_threshold(
             "the global minimum beats the baseline over the whole scanned range",
             ABSENT,
         )
+    by_name = {br.name: (br, _by_alpha(tr)) for br, tr in branches}
+    tried = [i]
+    while True:
+        try:
+            return _in_bracket(solver, loss_solver, by_name, best, i, baseline_error, xtol)
+        except _Outside as outside:
+            i += outside.direction
+            if i in tried or not 0 < i < len(alphas) or len(tried) > MAX_BRACKET_MOVES:
+                raise RuntimeError(
+                    f"on {solver.settings.quadrature.label} the test error crosses the baseline outside the "
+                    f"brackets tried ({', '.join(f'[{alphas[j - 1]:g}, {alphas[j]:g}]' for j in tried)})"
+                ) from None
+            tried.append(i)
+
+
+def _in_bracket(
+    solver: SaddlePointSolver,
+    loss_solver: SaddlePointSolver,
+    by_name: dict[str, tuple[Branch, dict[float, FixedPoint]]],
+    best: dict[float, FixedPoint],
+    i: int,
+    baseline_error: float,
+    xtol: float,
+) -> Threshold:
+    """alpha_l between the grid's ``i-1``-th and ``i``-th alphas: on the global minimum's branch
+    if it is the same at both, else on the branch above the change of minimum, on the one below it,
+    or at the change (:func:`linear_threshold`); :class:`_Outside` where ``solver``'s rule puts the
+    crossing outside."""
+    alphas = list(best)
     a, b = alphas[i - 1], alphas[i]
-    by_name = {br.name: (br, tr) for br, tr in branches}
     lo, hi = best[a], best[b]
-    on_branch = f"on the {hi.branch} branch ({solver.settings.quadrature.label})"
+    rule = solver.settings.quadrature.label
+
+    def excess(solve: _BranchSolver, alpha: float) -> float:
+        return solve(alpha).test_error - baseline_error
+
     if lo.branch == hi.branch:
-        branch, trace = by_name[hi.branch]
-        solve = _BranchSolver(solver, branch, lo, hi)
+        solve = _BranchSolver(solver, by_name[hi.branch][0], lo, hi)
         same = [x for x in alphas if best[x].branch == hi.branch]
-        value = _root(
-            lambda x: solve(x).test_error - baseline_error,
-            same,
-            [best[x].test_error - baseline_error for x in same],
-            a,
-            b,
-            xtol,
-        )
-        return Threshold("alpha_l", value, (a, b), on_branch)
-    # the global minimum changes branch inside the bracket, at alpha_c: the crossing is on the
-    # upper branch above alpha_c, or at the switch itself
-    branch, trace = by_name[hi.branch]
-    points = _by_alpha(trace)
-    if a not in points or not np.isfinite(switch):
-        return Threshold(
-            "alpha_l", float("nan"), (a, b), "the global minimum changes branch inside the bracket", UNRESOLVED
-        )
-    solve = _BranchSolver(solver, branch, points[a], hi)
-    if points[a].test_error - baseline_error > 0:
-        upper = sorted(points)
-        value = _root(
-            lambda x: solve(x).test_error - baseline_error,
-            upper,
-            [points[x].test_error - baseline_error for x in upper],
-            a,
-            b,
-            xtol,
-        )
-        if value >= switch:
-            return Threshold("alpha_l", value, (a, b), on_branch)
-    return Threshold("alpha_l", float(switch), (a, b), "at the change of global minimum (alpha_l = alpha_c)")
+        try:
+            value = _root(
+                lambda x: excess(solve, x), same, [best[x].test_error - baseline_error for x in same], a, b, xtol
+            )
+        except RuntimeError:
+            if excess(solve, a) < 0:
+                raise _Outside(-1) from None
+            if excess(solve, b) > 0:
+                raise _Outside(+1) from None
+            raise
+        return Threshold("alpha_l", value, (a, b), f"on the {hi.branch} branch ({rule})")
+    before, after = by_name[lo.branch], by_name[hi.branch]
+    switch = change_of_minimum(loss_solver, before, after, a, b, xtol)
+    solve_before, solve_after = _BranchSolver.inside(solver, *before, a, b), _BranchSolver.inside(solver, *after, a, b)
+    step = 10 * xtol
+    start, end = min(b, switch + step), max(a, switch - step)
+    if excess(solve_after, start) >= 0:
+        if excess(solve_after, b) >= 0:
+            raise _Outside(+1)
+        value = brentq(lambda x: excess(solve_after, x), start, b, xtol=xtol)
+        return Threshold("alpha_l", float(value), (a, b), f"on the {hi.branch} branch ({rule})")
+    if excess(solve_before, end) < 0:
+        if excess(solve_before, a) < 0:
+            raise _Outside(-1)
+        value = brentq(lambda x: excess(solve_before, x), a, end, xtol=xtol)
+        return Threshold("alpha_l", float(value), (a, b), f"on the {lo.branch} branch ({rule})")
+    losses = loss_solver.settings.quadrature.label
+    return Threshold(
+        "alpha_l", switch, (a, b), f"at the change of global minimum from {lo.branch} to {hi.branch} ({losses})"
+    )
+
+
+def change_of_minimum(
+    solver: SaddlePointSolver,
+    before: tuple[Branch, dict[float, FixedPoint]],
+    after: tuple[Branch, dict[float, FixedPoint]],
+    a: float,
+    b: float,
+    xtol: float = 1e-7,
+) -> float:
+    """Where the global minimum changes from the branch ``before`` (the lowest at ``a``) to
+    ``after`` (the lowest at ``b``), each given with its converged points by alpha: the root of
+    ``eps_t(after) - eps_t(before)`` by Brent's method, where a branch that does not converge onto
+    itself at an alpha (it ends inside the bracket, at a fold or a merger) counts as absent there,
+    the other as the lower. The root is a crossing of the training losses (a first-order change)
+    or the end of a branch (a merger, where the two losses meet)."""
+    solve_before, solve_after = _BranchSolver.inside(solver, *before, a, b), _BranchSolver.inside(solver, *after, a, b)
+
+    def difference(alpha: float) -> float:
+        first, second = solve_before.on_branch(alpha), solve_after.on_branch(alpha)
+        if first is None and second is None:
+            raise RuntimeError(f"neither {before[0].name} nor {after[0].name} converged at alpha={alpha:.6g}")
+        if first is None or second is None:
+            return -1.0 if first is None else 1.0
+        return second.train_loss - first.train_loss
+
+    return float(brentq(difference, a, b, xtol=xtol, rtol=1e-12))

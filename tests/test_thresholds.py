@@ -1,0 +1,110 @@
+"""alpha_l where the global minimum changes branch inside its bracket (THEORY.md sec. 6).
+
+The lasso at omega = 0.1 (``lambda_1 = 0.001``, Gauss-Hermite 12) has no positional branch, so no
+alpha_c; its global minimum changes from agnostic to semantic between alpha = 0.7 and 0.9, where
+the semantic branch, born at a fold near 0.75, crosses below the agnostic one near 0.775 (a
+first-order change, the test error jumps from about 0.0067 to 0.0034). Bracketed by the grid
+alphas 0.7 and 0.9, the change and alpha_l are found from the traces alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from scipy.optimize import brentq
+
+from attnphase.replica.variants import VARIANTS
+from attnphase.saddle.continuation import BranchTrace
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.thresholds import change_of_minimum, linear_threshold
+
+RULE = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12))
+
+
+@pytest.fixture(scope="module")
+def lasso():
+    model = VARIANTS["l1"].model({"lambda_1": 0.001, "omega": 0.1})
+    solver = make_solver(model, RULE)
+    agnostic, semantic = solver.branch("agnostic"), solver.branch("semantic")
+    points = {
+        "agnostic": [solver.anchor(alpha, agnostic) for alpha in (0.7, 0.9)],
+        "semantic": [solver.anchor(0.9, semantic)],
+    }
+    for name, found in points.items():
+        assert all(solver.on_branch(p, solver.branch(name)) for p in found)
+    traces = [(solver.branch(name), BranchTrace(name, tuple(found))) for name, found in points.items()]
+    return solver, traces
+
+
+def _by_alpha(trace: BranchTrace):
+    return {p.alpha: p for p in trace.points}
+
+
+def _solved(solver, name, alpha, start):
+    point, _ = solver.solve(alpha, solver.branch(name), initial=start.values)
+    return point if solver.on_branch(point, solver.branch(name)) else None
+
+
+def test_the_change_of_minimum_is_where_the_training_losses_cross(lasso):
+    solver, traces = lasso
+    (agnostic, agnostic_trace), (semantic, semantic_trace) = traces
+    switch = change_of_minimum(
+        solver, (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
+    )
+    assert 0.76 < switch < 0.79
+    start_agnostic, start_semantic = agnostic_trace.points[0], semantic_trace.points[0]
+    for alpha, semantic_lower in ((switch - 1e-3, False), (switch + 1e-3, True)):
+        below = _solved(solver, "agnostic", alpha, start_agnostic)
+        above = _solved(solver, "semantic", alpha, start_semantic)
+        assert below is not None and above is not None, alpha
+        assert (above.train_loss < below.train_loss) is semantic_lower, alpha
+
+
+def test_alpha_l_at_a_first_order_change_that_is_not_alpha_c(lasso):
+    """With the baseline between the two branches' test errors at the change, alpha_l is the change."""
+    solver, traces = lasso
+    (agnostic, agnostic_trace), (semantic, semantic_trace) = traces
+    switch = change_of_minimum(
+        solver, (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
+    )
+    baseline = 0.5 * (
+        _solved(solver, "agnostic", switch, agnostic_trace.points[0]).test_error
+        + _solved(solver, "semantic", switch, semantic_trace.points[0]).test_error
+    )
+    found = linear_threshold(solver, traces, baseline)
+    assert found.status == "found" and found.bracket == (0.7, 0.9)
+    # the training losses' difference has a slope of about 4e-4 per unit alpha there and the solves'
+    # warm starts move eps_t by about 2e-8, so two searches agree to about 5e-5
+    assert found.value == pytest.approx(switch, abs=1e-4)
+    assert "change of global minimum from agnostic to semantic" in found.note
+
+
+def test_alpha_l_on_the_branch_above_the_change(lasso):
+    """With a baseline below the semantic test error at the change, alpha_l is the semantic branch's
+    crossing of it, above the change."""
+    solver, traces = lasso
+    baseline = 0.002
+    found = linear_threshold(solver, traces, baseline)
+    assert found.status == "found" and "on the semantic branch" in found.note
+    assert 0.78 < found.value < 0.9
+    at = _solved(solver, "semantic", found.value, traces[1][1].points[0])
+    assert at.test_error == pytest.approx(baseline, rel=1e-5)
+
+
+def test_alpha_l_moves_to_the_bracket_where_the_root_rule_puts_it(lasso):
+    """The bracket is chosen on the scan's test errors; where the rule alpha_l is solved on puts the
+    crossing in a neighbouring bracket (here: a grid value made wrong on purpose), it is found there."""
+    solver, traces = lasso
+    (_, agnostic_trace), (semantic, semantic_trace) = traces
+    start = semantic_trace.points[0]
+    grid = [start] + [_solved(solver, "semantic", alpha, start) for alpha in (1.1, 1.3)]
+    baseline = 0.0008  # the semantic test error falls through it between 0.9 and 1.1
+    assert grid[0].test_error > baseline > grid[1].test_error > grid[2].test_error
+    misleading = [grid[0], replace(grid[1], test_error=0.0009), grid[2]]
+    found = linear_threshold(solver, [traces[0], (semantic, BranchTrace("semantic", tuple(misleading)))], baseline)
+    assert found.status == "found" and found.bracket == (0.9, 1.1)
+    direct = brentq(lambda x: _solved(solver, "semantic", x, start).test_error - baseline, 0.9, 1.1, xtol=1e-9)
+    assert found.value == pytest.approx(direct, abs=1e-6)
