@@ -17,7 +17,7 @@ through the test error, and they converge more slowly with the quadrature order 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import brentq
@@ -52,7 +52,7 @@ def _by_alpha(trace: BranchTrace) -> dict[float, FixedPoint]:
 
 #: Halvings of the step from the nearest point solved before, when a solve from the bracket's ends
 #: does not converge onto its branch (:class:`_BranchSolver`).
-CONTINUATION_HALVINGS = 6
+CONTINUATION_HALVINGS = 3
 
 
 class _BranchSolver:
@@ -66,6 +66,7 @@ class _BranchSolver:
         self.solver, self.branch, self.lo, self.hi = solver, branch, lo, hi
         self.jacobian: np.ndarray | None = None
         self.solved: dict[float, FixedPoint] = {lo.alpha: lo, hi.alpha: hi}
+        self.ends: list[float] = []  # alphas the continuation did not reach
 
     def __call__(self, alpha: float) -> FixedPoint:
         w = 0.0 if self.hi.alpha == self.lo.alpha else (alpha - self.lo.alpha) / (self.hi.alpha - self.lo.alpha)
@@ -88,9 +89,15 @@ class _BranchSolver:
         not converge onto the branch is halved, one that does is taken, until ``alpha`` is reached or
         the step is :data:`CONTINUATION_HALVINGS` halvings below the first. Where it stops short of
         ``alpha`` but the branch converges as far beyond ``alpha`` (the solves stall at isolated alphas,
-        e.g. where a quadrature node meets a kink), the last point reached stands for ``alpha``; else
-        the branch ends before ``alpha`` (a fold, a merger)."""
+        e.g. where a quadrature node meets a kink), the two points' average stands for ``alpha``; else
+        the branch ends before ``alpha`` (a fold, a merger), and so it does before every alpha beyond
+        (the branch is taken to be connected between its points)."""
         here = self.solved[min(self.solved, key=lambda x: abs(x - alpha))]
+        ended = [x for x in self.ends if (x - here.alpha) * (alpha - x) >= 0]
+        if ended:
+            raise RuntimeError(
+                f"the {self.branch.name} branch ends before alpha={alpha:.6g} (not found at {ended[0]:.6g})"
+            )
         step = alpha - here.alpha
         smallest = abs(step) / 2**CONTINUATION_HALVINGS
         while abs(step) >= smallest:
@@ -102,8 +109,10 @@ class _BranchSolver:
                 return point
             else:
                 here = point
-        if self._solve(2 * alpha - here.alpha, here.values) is not None:
-            return here  # the branch goes on beyond alpha: a defect of the map there, not the branch's end
+        beyond = self._solve(2 * alpha - here.alpha, here.values)
+        if beyond is not None:  # the branch goes on beyond alpha: a defect of the map there, not its end
+            return _midway(here, beyond)
+        self.ends.append(alpha)
         raise RuntimeError(
             f"the {self.branch.name} branch was not found at alpha={alpha:.6g} (continued to alpha={here.alpha:.6g})"
         )
@@ -123,6 +132,19 @@ class _BranchSolver:
         from the one it has where it ends inside the bracket."""
         ends = [points[x] for x in (a, b) if x in points]
         return cls(solver, branch, ends[0], ends[-1])
+
+
+def _midway(below: FixedPoint, above: FixedPoint) -> FixedPoint:
+    """The average of two points of a branch (order parameters, training loss and test error) at
+    their middle alpha: where the solves stall at that alpha, what a root search in alpha reads
+    there, with an error of second order in their distance."""
+    return replace(
+        below,
+        alpha=0.5 * (below.alpha + above.alpha),
+        values=0.5 * (below.values + above.values),
+        train_loss=0.5 * (below.train_loss + above.train_loss),
+        test_error=0.5 * (below.test_error + above.test_error),
+    )
 
 
 def _root(
@@ -356,11 +378,13 @@ def change_of_minimum(
     ``eps_t(after) - eps_t(before)`` by Brent's method, where a branch that does not converge onto
     itself at an alpha (it ends inside the bracket, at a fold or a merger) counts as absent there,
     the other as the lower. The root is a crossing of the training losses (a first-order change)
-    or the end of a branch (a merger, where the two losses meet)."""
+    or the end of a branch (a merger, where the two losses meet). At ``a`` and ``b`` the given points
+    (solved on ``solver``'s rule) stand for the solves."""
     solve_before, solve_after = _BranchSolver.inside(solver, *before, a, b), _BranchSolver.inside(solver, *after, a, b)
+    given = {x: (before[1].get(x), after[1].get(x)) for x in (a, b)}
 
     def difference(alpha: float) -> float:
-        first, second = solve_before.on_branch(alpha), solve_after.on_branch(alpha)
+        first, second = given.get(alpha) or (solve_before.on_branch(alpha), solve_after.on_branch(alpha))
         if first is None and second is None:
             raise RuntimeError(f"neither {before[0].name} nor {after[0].name} converged at alpha={alpha:.6g}")
         if first is None or second is None:

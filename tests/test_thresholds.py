@@ -39,6 +39,16 @@ def lasso():
     return solver, traces
 
 
+@pytest.fixture(scope="module")
+def switch(lasso):
+    """Where the lasso's global minimum changes from agnostic to semantic, from the traces alone."""
+    solver, traces = lasso
+    (agnostic, agnostic_trace), (semantic, semantic_trace) = traces
+    return change_of_minimum(
+        solver, (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
+    )
+
+
 def _by_alpha(trace: BranchTrace):
     return {p.alpha: p for p in trace.points}
 
@@ -48,12 +58,9 @@ def _solved(solver, name, alpha, start):
     return point if solver.on_branch(point, solver.branch(name)) else None
 
 
-def test_the_change_of_minimum_is_where_the_training_losses_cross(lasso):
+def test_the_change_of_minimum_is_where_the_training_losses_cross(lasso, switch):
     solver, traces = lasso
-    (agnostic, agnostic_trace), (semantic, semantic_trace) = traces
-    switch = change_of_minimum(
-        solver, (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
-    )
+    (_, agnostic_trace), (_, semantic_trace) = traces
     assert 0.76 < switch < 0.79
     start_agnostic, start_semantic = agnostic_trace.points[0], semantic_trace.points[0]
     for alpha, semantic_lower in ((switch - 1e-3, False), (switch + 1e-3, True)):
@@ -63,13 +70,10 @@ def test_the_change_of_minimum_is_where_the_training_losses_cross(lasso):
         assert (above.train_loss < below.train_loss) is semantic_lower, alpha
 
 
-def test_alpha_l_at_a_first_order_change_that_is_not_alpha_c(lasso):
+def test_alpha_l_at_a_first_order_change_that_is_not_alpha_c(lasso, switch):
     """With the baseline between the two branches' test errors at the change, alpha_l is the change."""
     solver, traces = lasso
-    (agnostic, agnostic_trace), (semantic, semantic_trace) = traces
-    switch = change_of_minimum(
-        solver, (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
-    )
+    (_, agnostic_trace), (_, semantic_trace) = traces
     baseline = 0.5 * (
         _solved(solver, "agnostic", switch, agnostic_trace.points[0]).test_error
         + _solved(solver, "semantic", switch, semantic_trace.points[0]).test_error
