@@ -65,7 +65,7 @@ class _BranchSolver:
     def __init__(self, solver: SaddlePointSolver, branch: Branch, lo: FixedPoint, hi: FixedPoint) -> None:
         self.solver, self.branch, self.lo, self.hi = solver, branch, lo, hi
         self.jacobian: np.ndarray | None = None
-        self.solved: dict[float, FixedPoint] = {lo.alpha: lo, hi.alpha: hi}
+        self.solved: dict[float, FixedPoint] = {}  # on this solver's rule (lo and hi may be on another)
         self.ends: list[float] = []  # alphas the continuation did not reach
 
     def __call__(self, alpha: float) -> FixedPoint:
@@ -92,7 +92,8 @@ class _BranchSolver:
         e.g. where a quadrature node meets a kink), the two points' average stands for ``alpha``; else
         the branch ends before ``alpha`` (a fold, a merger), and so it does before every alpha beyond
         (the branch is taken to be connected between its points)."""
-        here = self.solved[min(self.solved, key=lambda x: abs(x - alpha))]
+        known = {self.lo.alpha: self.lo, self.hi.alpha: self.hi, **self.solved}
+        here = known[min(known, key=lambda x: abs(x - alpha))]
         ended = [x for x in self.ends if (x - here.alpha) * (alpha - x) >= 0]
         if ended:
             raise RuntimeError(
@@ -111,6 +112,10 @@ class _BranchSolver:
                 here = point
         beyond = self._solve(2 * alpha - here.alpha, here.values)
         if beyond is not None:  # the branch goes on beyond alpha: a defect of the map there, not its end
+            if self.solved.get(here.alpha) is not here:  # a bracket's end, on the scan's rule
+                here = self._solve(here.alpha, here.values)
+                if here is None:
+                    raise RuntimeError(f"the {self.branch.name} branch did not converge near alpha={alpha:.6g}")
             return _midway(here, beyond)
         self.ends.append(alpha)
         raise RuntimeError(
