@@ -25,15 +25,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from attnphase.experiments.families import norm_columns, with_family_norms
 from attnphase.experiments.landscape import fixed_points_at
-from attnphase.experiments.simulation import (
-    SimulationSettings,
-    branch_overlaps,
-    classify_basin,
-    norm_columns,
-    simulate,
-    with_family_norms,
-)
+from attnphase.experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.solver import SaddlePointSolver
 

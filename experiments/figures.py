@@ -13,7 +13,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from attnphase.experiments.families import norm_columns, with_family_norms
 from attnphase.experiments.study import parameter_title
+from attnphase.replica.declaration import AttentionModel
 
 BRANCH_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
@@ -42,11 +44,18 @@ def _mark_thresholds(ax, thresholds: pd.Series) -> None:
             ax.axvline(value, color="k", linestyle=style, linewidth=0.9, label=rf"$\alpha_{name[-1]}$ = {value:.4f}")
 
 
-def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
-    """Four panels: overlaps, training loss per branch, test error of the global minimum
-    against the linear baseline, and the training-loss gap semantic - positional (THEORY.md
-    sec. 5, 6); ``branches`` and ``thresholds`` are the tables of a scan."""
-    ok = branches[branches["converged"].astype(bool)]
+#: Line styles of the overlap families' norms, in the declaration's order of its families.
+FAMILY_LINES = ("-", "--", ":", "-.")
+
+
+def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionModel) -> Figure:
+    """Four panels: the norm of each overlap family on the branches where it is non-zero (the paper's
+    ``|m|`` and ``|theta|``), the training
+    loss per branch, the test error of the global minimum against the linear baseline, and the
+    training-loss gap between the declaration's critical pair of branches (THEORY.md sec. 5, 6; the
+    paper's semantic - positional); ``branches`` and ``thresholds`` are the tables of a scan of ``model``."""
+    ok = with_family_norms(branches[branches["converged"].astype(bool)], model)
+    norms = list(norm_columns(model))
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_overlap, ax_train, ax_test, ax_gap = axes.ravel()
@@ -61,12 +70,11 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
             return None if sheet else text
 
         colour = style["color"]
-        if "theta" in group:
-            theta_label = named(rf"$\theta$ ({branch})")
-            ax_overlap.plot(group["alpha"], group["theta"].abs(), color=colour, label=theta_label, **extra)
-        if "m" in group:
-            m_label = named(f"$m$ ({branch})")
-            ax_overlap.plot(group["alpha"], group["m"].abs(), color=colour, linestyle="--", label=m_label, **extra)
+        for column, line in zip(norms, FAMILY_LINES, strict=False):
+            if not group[column].any():
+                continue  # a family the branch holds at zero
+            label = named(f"{column} ({branch})")
+            ax_overlap.plot(group["alpha"], group[column], color=colour, linestyle=line, label=label, **extra)
         ax_train.plot(group["alpha"], group["train_loss"], color=colour, label=named(branch), **extra)
     ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss of each branch")
@@ -84,12 +92,13 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series) -> Figure:
     ax_test.axhline(thresholds["baseline_test_error"], color="tab:green", label="linear baseline")
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
 
+    low, high = model.labels.critical
     pivot = ok.pivot_table(index="alpha", columns="branch", values="train_loss", aggfunc="min")
-    if {"semantic", "positional"} <= set(pivot.columns):
-        gap = (pivot["semantic"] - pivot["positional"]).dropna()
+    if {low, high} <= set(pivot.columns):
+        gap = (pivot[high] - pivot[low]).dropna()
         ax_gap.plot(gap.index, gap.values, color="k")
         ax_gap.axhline(0.0, color="gray", linewidth=0.6)
-    ax_gap.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t^{sem} - \epsilon_t^{pos}$", title="training-loss gap")
+    ax_gap.set(xlabel=r"$\alpha$", ylabel=rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})", title="training-loss gap")
 
     for ax in axes.ravel():
         _mark_thresholds(ax, thresholds)

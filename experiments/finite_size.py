@@ -30,15 +30,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, family_norms
 from attnphase.experiments.parsing import parse_alphas, parse_dims
-from attnphase.experiments.simulation import (
-    FAMILY_OF_INIT,
-    SimulationSettings,
-    family_labels,
-    family_norms,
-    require_both_families,
-    simulate_to,
-)
+from attnphase.experiments.simulation import SimulationSettings, require_both_families, simulate_to
 from attnphase.experiments.simulation_figures import INIT_STYLE
 from attnphase.experiments.storage import exclusive
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions

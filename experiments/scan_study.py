@@ -191,7 +191,7 @@ class ScanResult(StudyResult):
     def plot(self) -> Figure:
         """Overlaps, training loss per branch, test error of the global minimum against the
         baseline, and the training-loss gap, with alpha_c and alpha_l marked."""
-        return scan_figure(self.branches, self.thresholds.iloc[0])
+        return scan_figure(self.branches, self.thresholds.iloc[0], self.model)
 
     def summary(self) -> str:
         """A few lines: the thresholds, the baseline, how many points converged, where branches ended, the

@@ -17,15 +17,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.experiments.families import overlap_names
 from attnphase.experiments.parsing import UsageError, parse_alphas, parse_names
 from attnphase.experiments.scan_study import ScanResult, scan
-from attnphase.experiments.simulation import (
-    SimulationSettings,
-    branch_overlaps,
-    classify_basin,
-    overlap_names,
-    simulate_to,
-)
+from attnphase.experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate_to
 from attnphase.experiments.simulation_figures import simulation_figure
 from attnphase.experiments.storage import exclusive, read_table
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions

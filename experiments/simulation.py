@@ -46,6 +46,7 @@ import pandas as pd
 import torch
 from scipy.stats import chi
 
+from attnphase.experiments.families import family_labels, family_norms
 from attnphase.experiments.finite_model import FiniteModel
 from attnphase.experiments.storage import CorruptResultsError, exclusive, read_table, start_run, write_table
 from attnphase.replica.declaration import OVERLAP_FAMILIES, AttentionModel, paper_model
@@ -582,30 +583,6 @@ def _blocks(every: Sequence[SimulationSettings]) -> list[tuple[SimulationSetting
 # ---------------------------------------------------------------- basins
 
 
-def family_labels(model: AttentionModel) -> dict[str, str]:
-    """The label of the branch on which each overlap family alone is non-zero (THEORY.md sec. 6;
-    the paper's: ``m`` positional, ``theta`` semantic), for the families the declaration has."""
-    meanings = dict(model.labels.meanings)
-    present = {e.family for e in model.reduced_parameters().entries}
-    return {family: meanings[family] for family in OVERLAP_FAMILIES if family in meanings and family in present}
-
-
-def basins(model: AttentionModel) -> tuple[str, ...]:
-    """The basins a run is put in: the labels of :func:`family_labels`, the label of the points with
-    several non-zero families (the paper's ``mixed``), then ``neither``."""
-    return (*family_labels(model).values(), model.labels.several, "neither")
-
-
-def overlap_names(model: AttentionModel) -> tuple[str, ...]:
-    """The entries of the overlap families (``m`` and ``theta``, THEORY.md sec. 2), as named in tables."""
-    return tuple(e.name for e in model.reduced_parameters().entries if e.family in OVERLAP_FAMILIES)
-
-
-#: The overlap family each informed start aims at (THEORY.md sec. 6, 11): the positional start lies along
-#: the first positional direction, the semantic one on the teacher.
-FAMILY_OF_INIT = {"positional": "m", "semantic": "theta"}
-
-
 def require_both_families(model: AttentionModel, study: str) -> None:
     """Refuse (``ValueError``) a model without both overlap families ``m`` and ``theta``: the ``study``
     sets each informed start against the branch on which its family alone is non-zero."""
@@ -614,29 +591,6 @@ def require_both_families(model: AttentionModel, study: str) -> None:
         raise ValueError(
             f"model must have both overlap families m and theta for {study}; got {', '.join(labels) or 'none'}"
         )
-
-
-def family_norms(table: pd.DataFrame, model: AttentionModel) -> dict[str, np.ndarray]:
-    """Per row, the Euclidean norm of each overlap family's entries (the paper's ``|m|`` and ``|theta|``):
-    the size of the overlap with the encodings and with the teacher, whatever the rank and the number
-    of positional directions or covariance classes."""
-    names = {family: [e.name for e in model.reduced_parameters().of_family(family)] for family in OVERLAP_FAMILIES}
-    return {
-        family: np.sqrt(sum(table[name].to_numpy(float) ** 2 for name in names[family]))
-        for family in family_labels(model)
-    }
-
-
-def norm_columns(model: AttentionModel) -> dict[str, str]:
-    """The columns of the overlap norms, ``|m|`` and ``|theta|`` (:func:`family_norms`), keyed by column
-    name, valued by family."""
-    return {f"|{family}|": family for family in family_labels(model)}
-
-
-def with_family_norms(table: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
-    """``table`` with the columns of :func:`norm_columns`."""
-    sizes = family_norms(table, model)
-    return table.assign(**{column: sizes[family] for column, family in norm_columns(model).items()})
 
 
 def branch_overlaps(

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, norm_columns, with_family_norms
 from attnphase.experiments.figures import BRANCH_STYLE
-from attnphase.experiments.simulation import norm_columns, with_family_norms
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -30,13 +30,18 @@ def summarise(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     return mean.join(se.add_suffix("_se")).join(grouped.size().rename("runs")).reset_index()
 
 
-def training_loss_gap(simulations: pd.DataFrame) -> pd.DataFrame:
-    """``eps_t(semantic init) - eps_t(positional init)`` paired per seed (same data), mean and
-    standard error over seeds per alpha."""
+def training_loss_gap(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
+    """``eps_t(high) - eps_t(low)`` for the declaration's critical pair of branches ``(low, high)``, from
+    the runs started on each (the informed start aimed at the family whose branch it is: the paper's
+    semantic - positional init), paired per seed (same data): mean and standard error over seeds per
+    alpha; empty if the runs do not start on both."""
+    label_of_family = family_labels(model)
+    init_of = {label_of_family.get(family): init for init, family in FAMILY_OF_INIT.items()}
+    low, high = (init_of.get(label) for label in model.labels.critical)
     pivot = simulations.pivot_table(index=["alpha", "seed"], columns="init", values="train_loss")
-    if not {"semantic", "positional"} <= set(pivot.columns):
+    if low is None or high is None or not {low, high} <= set(pivot.columns):
         return pd.DataFrame(columns=["alpha", "gap", "gap_se", "runs"])
-    gap = (pivot["semantic"] - pivot["positional"]).dropna().groupby(level="alpha")
+    gap = (pivot[high] - pivot[low]).dropna().groupby(level="alpha")
     return pd.DataFrame({"gap": gap.mean(), "gap_se": gap.sem(), "runs": gap.size()}).reset_index()
 
 
@@ -97,7 +102,7 @@ def simulation_figure(
     if {low, high} <= set(pivot.columns):
         gap = (pivot[high] - pivot[low]).dropna()
         ax_gap.plot(gap.index, gap.values, color="k", label="theory", **_lone_point(gap))
-    simulated_gap = training_loss_gap(simulations)
+    simulated_gap = training_loss_gap(simulations, model)
     if not simulated_gap.empty:
         ax_gap.errorbar(
             simulated_gap["alpha"],
@@ -116,11 +121,12 @@ def simulation_figure(
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss")
     ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics " + ", ".join(overlaps))
-    ax_gap.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t^{sem} - \epsilon_t^{pos}$", title="training-loss gap")
+    ax_gap.set(xlabel=r"$\alpha$", ylabel=rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})", title="training-loss gap")
     alpha_c = None if thresholds is None else thresholds.get("alpha_c")
     for ax in axes.ravel():
         if alpha_c is not None and pd.notna(alpha_c):
             ax.axvline(alpha_c, color="k", linestyle="--", linewidth=0.9, label=rf"$\alpha_c$ = {alpha_c:.3f}")
-        ax.legend(fontsize=6)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
     fig.suptitle(f"simulations at d = {d} (mean $\\pm$ s.e. over seeds) against the replica theory")
     return fig

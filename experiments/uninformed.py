@@ -22,14 +22,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.experiments.families import basins, family_labels
 from attnphase.experiments.figures import branch_colours
 from attnphase.experiments.parsing import parse_alphas
 from attnphase.experiments.simulation import (
     SimulationSettings,
-    basins,
     branch_overlaps,
     classify_basin,
-    family_labels,
     require_both_families,
     simulate_to,
 )

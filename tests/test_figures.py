@@ -1,0 +1,105 @@
+"""The figures name what the declaration names: the overlap panel draws each overlap family's norm, the
+training-loss gap is taken between the declaration's critical pair of branches, and a panel with
+nothing labelled draws no legend (THEORY.md sec. 6)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnphase.experiments.figures import scan_figure
+from attnphase.experiments.simulation_figures import simulation_figure, training_loss_gap
+from attnphase.replica.declaration import BranchLabels, paper_model
+
+#: The paper's model with its branches named otherwise, and alpha_c read from "content" to "position".
+RENAMED = replace(
+    paper_model(),
+    labels=BranchLabels(
+        meanings=(("m", "position"), ("theta", "content")),
+        none="blind",
+        several="both",
+        critical=("content", "position"),
+    ),
+)
+
+
+def _branches() -> pd.DataFrame:
+    """Two branches of RENAMED at three alphas, with signed overlaps (the figures draw their norms)."""
+    alphas = [1.0, 1.5, 2.0]
+    return pd.DataFrame(
+        {
+            "alpha": alphas * 2,
+            "branch": ["position"] * 3 + ["content"] * 3,
+            "converged": [True] * 6,
+            "train_loss": [0.0020, 0.0030, 0.0040, 0.0025, 0.0030, 0.0035],
+            "test_error": [0.0034, 0.0034, 0.0035, 0.0030, 0.0020, 0.0014],
+            "q": [0.05] * 6,
+            "V": [10.0] * 6,
+            "m": [-0.20, -0.22, -0.24, 0.0, 0.0, 0.0],
+            "theta": [0.0, 0.0, 0.0, 0.10, -0.12, 0.14],
+        }
+    )
+
+
+def _thresholds() -> pd.Series:
+    return pd.Series({"alpha_c": 1.5, "alpha_l": np.nan, "baseline_test_error": 0.003})
+
+
+def test_the_scan_figure_draws_the_gap_between_the_declared_critical_branches():
+    fig = scan_figure(_branches(), _thresholds(), RENAMED)
+    gap_axis = fig.axes[3]
+    (gap,) = [line for line in gap_axis.get_lines() if len(line.get_xdata()) > 2]  # the horizontal zero line has two
+    # eps_t(position) - eps_t(content), as critical = (content, position) says
+    assert np.allclose(gap.get_ydata(), [0.0020 - 0.0025, 0.0, 0.0040 - 0.0035])
+    assert "position" in gap_axis.get_ylabel() and "content" in gap_axis.get_ylabel()
+
+
+def test_the_scan_figure_draws_the_norm_of_each_overlap_family():
+    fig = scan_figure(_branches(), _thresholds(), RENAMED)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert {"|m| (position)", "|theta| (content)"} <= set(lines)
+    assert np.allclose(lines["|m| (position)"].get_ydata(), [0.20, 0.22, 0.24])
+    assert np.allclose(lines["|theta| (content)"].get_ydata(), [0.10, 0.12, 0.14])
+    assert "|theta| (position)" not in lines and "|m| (content)" not in lines  # held at zero there
+
+
+def _runs() -> pd.DataFrame:
+    """Two seeds started on each informed start, at one alpha."""
+    return pd.DataFrame(
+        {
+            "alpha": [1.5] * 4,
+            "d": [200] * 4,
+            "init": ["positional", "positional", "semantic", "semantic"],
+            "seed": [0, 1, 0, 1],
+            "train_loss": [0.0031, 0.0033, 0.0028, 0.0029],
+            "test_error": [0.0034, 0.0035, 0.0021, 0.0022],
+            "q": [0.05] * 4,
+            "V": [10.0] * 4,
+            "m": [0.21, 0.22, 0.01, -0.01],
+            "theta": [0.01, 0.0, 0.11, 0.12],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "sign"),
+    [(paper_model(), 1.0), (RENAMED, -1.0)],  # semantic - positional; position - content
+)
+def test_the_simulated_gap_pairs_the_starts_of_the_critical_branches(model, sign):
+    gap = training_loss_gap(_runs(), model)
+    assert len(gap) == 1 and gap["runs"].iloc[0] == 2
+    assert gap["gap"].iloc[0] == pytest.approx(sign * np.mean([0.0028 - 0.0031, 0.0029 - 0.0033]))
+
+
+def test_a_simulation_figure_without_a_gap_to_draw_warns_of_nothing():
+    """Runs from one start only and no theory pair: the gap panel is empty and gets no legend."""
+    runs = _runs()[lambda frame: frame["init"] == "positional"]
+    branches = _branches().iloc[:3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = simulation_figure(runs, branches, None, RENAMED)
+    assert fig.axes[3].get_legend() is None
