@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from scipy.optimize import brentq
 
 from attnphase.replica.variants import VARIANTS
 from attnphase.saddle.continuation import BranchTrace
+from attnphase.saddle.landscape import ConstrainedSolver
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.settings import SolverSettings
@@ -112,3 +114,28 @@ def test_alpha_l_moves_to_the_bracket_where_the_root_rule_puts_it(lasso):
     assert found.status == "found" and found.bracket == (0.9, 1.1)
     direct = brentq(lambda x: _solved(solver, "semantic", x, start).test_error - baseline, 0.9, 1.1, xtol=1e-9)
     assert found.value == pytest.approx(direct, abs=1e-6)
+
+
+def test_no_positional_branch_in_the_landscape_either(lasso):
+    """The scan finds no positional branch here; the constrained route agrees: along theta = 0 at
+    alpha = 1.5, the lowest training loss at fixed m rises with m from the agnostic point (a positional
+    fixed point would be a stationary point of it at some m > 0, THEORY.md sec. 6), and its minimum,
+    at m = 0, is the agnostic fixed point."""
+    solver, _ = lasso
+    alpha = 1.5
+    held = ConstrainedSolver(solver, ("m", "theta"))
+    start = solver.anchor(alpha, solver.branch("agnostic")).values
+    profile = []
+    for m in (0.4, 0.3, 0.2, 0.1, 0.05, 0.02):  # from large m down, each solve from the one before
+        point = held.solve(alpha, [m, 0.0], start)
+        assert point.converged, m
+        profile.append(point)
+        start = point.values
+    at_zero = held.solve(alpha, [0.0, 0.0], start)  # the student stays finite (q > 0) from m = 0.02
+    assert at_zero.converged and at_zero.values[solver.names.index("q")] > 0.1
+    losses = [at_zero.train_loss, *(p.train_loss for p in reversed(profile))]
+    assert all(np.diff(losses) > 0)
+    assert all(p.gradient[0] > 0 for p in profile)
+    agnostic, _ = solver.solve(alpha, solver.branch("agnostic"), initial=at_zero.values)
+    assert solver.on_branch(agnostic, solver.branch("agnostic"))
+    assert agnostic.train_loss == pytest.approx(at_zero.train_loss, rel=1e-6)
