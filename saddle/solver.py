@@ -186,24 +186,28 @@ class SaddlePointSolver:
     def anchor(self, alpha: float, branch: Branch) -> FixedPoint:
         """A first point on ``branch`` at ``alpha`` without any prior solution.
 
-        The point is first searched on the coarse rule (:meth:`coarse`) and refined on this
-        one; if the coarse search finds no point of the branch, the point it found is refined and
-        returned (the search is not repeated on this rule), and if its refinement leaves the
-        branch, the search is repeated on this rule. A search tries informed starts in turn until
-        one converges onto the branch: the fully symmetric point (all overlaps zero, a fixed point of every branch's
-        subspace) with the branch's overlaps seeded at each of ``branch.seeds`` times their
-        Cauchy-Schwarz bound, then the generic guess seeded the same way; it does so for each way to put
-        the seeds on the student's columns (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and
-        returns the point of lowest training loss among those it finds on the branch. If none lands on
-        the branch, the best point found is returned, labelled by what it converged to. Only the point
-        returned is checked for its quadrature error (:meth:`checked`).
+        The point is first searched on the coarse rule (:meth:`coarse`) and refined on this one; if
+        the coarse search finds no point of the branch, the point it found is refined and returned
+        (the search is not repeated on this rule), and if its refinement leaves the branch, or the
+        coarse search found the vanishing student (an invariant set of the map, which a refinement
+        from it cannot leave), the search is repeated on this rule. A search tries informed starts in
+        turn until one converges onto the branch: the fully symmetric point (all overlaps zero, a
+        fixed point of every branch's subspace) with the branch's overlaps seeded at each of
+        ``branch.seeds`` times their Cauchy-Schwarz bound, then the generic guess seeded the same way;
+        it does so for each way to put the seeds on the student's columns
+        (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and returns the point of lowest training
+        loss among those it finds on the branch. If none lands on the branch, the best point found is
+        returned, labelled by what it converged to. Only the point returned is checked for its
+        quadrature error (:meth:`checked`).
         """
         return self.checked(self._anchored(alpha, branch))
 
     def _anchored(self, alpha: float, branch: Branch) -> FixedPoint:
         coarse = self.coarse()
-        if coarse is not None:
-            rough = coarse._anchored(alpha, branch)
+        rough = None if coarse is None else coarse._anchored(alpha, branch)
+        # the vanishing student is an invariant set of the map (OverlapGeometry.kernel_point): a search
+        # refined from it stays there, so where the coarse search found it this rule searches afresh
+        if rough is not None and not self.overlaps.vanishes(rough.values):
             point, _ = self.solve(alpha, branch, initial=rough.values, error_check=False)
             if self.on_branch(point, branch) or not coarse.on_branch(rough, branch):
                 return point  # the coarse search found no point of the branch: neither does this one

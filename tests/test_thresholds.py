@@ -139,3 +139,19 @@ def test_no_positional_branch_in_the_landscape_either(lasso):
     agnostic, _ = solver.solve(alpha, solver.branch("agnostic"), initial=at_zero.values)
     assert solver.on_branch(agnostic, solver.branch("agnostic"))
     assert agnostic.train_loss == pytest.approx(at_zero.train_loss, rel=1e-6)
+
+
+def test_the_agnostic_anchor_is_the_finite_student_where_both_exist(lasso):
+    """Under the lasso the vanishing student W = 0 is a fixed point at every alpha (THEORY.md sec. 6),
+    and at alpha = 1.5 the coarse rule's search finds it first; a refinement from W = 0 cannot leave it
+    (an invariant set), so the anchor searches this rule afresh and finds the agnostic point with
+    q > 0, of lower training loss."""
+    solver, _ = lasso
+    alpha = 1.5
+    assert solver.overlaps.vanishes(solver.coarse().anchor(alpha, solver.branch("agnostic")).values)
+    vanishing = solver.vanishing_point(alpha)
+    assert vanishing.converged
+    found = solver.anchor(alpha, solver.branch("agnostic"))
+    assert solver.on_branch(found, solver.branch("agnostic"))
+    assert found.values[solver.names.index("q")] > 0.1
+    assert found.train_loss < 0.5 * vanishing.train_loss
