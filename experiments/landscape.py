@@ -4,7 +4,8 @@ At every node of a grid of the two overlap entries ``axes`` (by default the lead
 declaration's first two overlap families: ``m`` and ``theta`` for the paper), the constrained saddle
 point (:class:`~attnphase.saddle.landscape.ConstrainedSolver`, THEORY.md sec. 3-4) gives the lowest
 training loss among all weights with those overlaps, every other overlap entry minimised over. The
-grid is solved row by row, each point continued from its neighbour; the fixed points found at that
+grid is solved row by row, each point continued from its neighbour, or where that fails from the
+node below it; the fixed points found at that
 alpha (an anchor search per branch) are marked with their stability
 (:func:`~attnphase.saddle.landscape.assess`). This is the picture of a first-order transition: two
 minima and the barrier, a saddle, between them. The loss is even in every overlap family, so the
@@ -214,18 +215,29 @@ def landscape(
         held = ConstrainedSolver(solver, overlap_names)
         rows = done.to_dict("records")
         seed = min(found, key=lambda p: p.train_loss).values if found else solver.generic_guess()
+        below: dict[int, np.ndarray] = {}  # the converged nodes of the row before, by their column
+        finished = len(rows) // points
+        if finished:  # resumed: continue from the last finished row as an uninterrupted run would
+            below, seed = _continuation_state(
+                rows[(finished - 1) * points : finished * points], finished - 1, solver, seed
+            )
         with progress_bar(points, "landscape", "row", progress) as bar:
-            bar.update(len(rows) // points)
+            bar.update(finished)
             for i, y in enumerate(values[1]):
-                if i < len(rows) // points:
+                if i < finished:
                     continue
-                row_points = []
-                for x in values[0] if i % 2 == 0 else values[0][::-1]:  # serpentine: each from its neighbour
+                row_points, here = [], {}
+                for j in _serpentine(points, i):  # each node from its neighbour, else from the node below it
+                    x = values[0][j]
                     target = {name: 0.0 for name in overlap_names} | {chosen[0]: x, chosen[1]: y}
-                    point = held.solve(alpha, [target[n] for n in overlap_names], seed)
+                    held_values = [target[n] for n in overlap_names]
+                    point = held.solve(alpha, held_values, seed)
+                    if not point.converged and j in below:
+                        point = held.solve(alpha, held_values, below[j])
                     if point.converged:
-                        seed = point.values
+                        seed = here[j] = point.values
                     row_points.append(point.row())
+                below = here
                 rows += sorted(row_points, key=lambda r: r[chosen[0]])
                 if directory is not None:
                     write_table(directory / "landscape.csv", rows)
@@ -242,6 +254,22 @@ def landscape(
         if directory is not None:
             result.save(directory)
     return result
+
+
+def _serpentine(points: int, row: int) -> range:
+    """The order of a row's columns: forward on even rows, backward on odd ones (each node then starts
+    from its neighbour, the first of a row from the last of the row before)."""
+    return range(points) if row % 2 == 0 else range(points - 1, -1, -1)
+
+
+def _continuation_state(
+    last_row: list[dict[str, object]], row: int, solver: SaddlePointSolver, seed: np.ndarray
+) -> tuple[dict[int, np.ndarray], np.ndarray]:
+    """The converged nodes of a finished row (its rows sorted by column) by column, and the start of the
+    next row's first solve: the last converged node in the row's order (``seed`` if none converged)."""
+    below = {j: np.array([float(r[n]) for n in solver.names]) for j, r in enumerate(last_row) if bool(r["converged"])}
+    converged = [j for j in _serpentine(len(last_row), row) if j in below]
+    return below, below[converged[-1]] if converged else seed
 
 
 def _rows(directory: Path, points: int) -> pd.DataFrame | None:

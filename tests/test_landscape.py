@@ -344,3 +344,24 @@ def test_rounding_residue_in_a_held_family_does_not_change_the_hessian(paper, re
     exact = stability_by_elimination(paper.renewed(), agnostic).hessian
     rounded = stability_by_elimination(paper.renewed(), replace(agnostic, values=values)).hessian
     np.testing.assert_allclose(rounded, exact, rtol=1e-6, atol=1e-9)
+
+
+def test_a_resumed_landscape_continues_from_the_last_finished_row(paper):
+    """The grid is solved in a serpentine (forward on even rows, backward on odd ones), each node from
+    its neighbour, else from the node below it: resumed after an odd row, the next row starts from
+    that row's last converged node in its own order (its leftmost), and every converged node of it
+    is a start for the node above."""
+    from attnphase.experiments.landscape import _continuation_state, _serpentine
+
+    assert list(_serpentine(3, 0)) == [0, 1, 2] and list(_serpentine(3, 1)) == [2, 1, 0]
+    names = paper.names
+    row = [
+        {**{n: 0.1 * (j + 1) + k for k, n in enumerate(names)}, "converged": converged}
+        for j, converged in enumerate((False, True, True))
+    ]
+    fallback = np.zeros(len(names))
+    below, seed = _continuation_state(row, 1, paper, fallback)
+    assert sorted(below) == [1, 2]
+    np.testing.assert_allclose(seed, [0.2 + k for k in range(len(names))])  # column 1: last in the backward order
+    _, seed = _continuation_state([{**r, "converged": False} for r in row], 1, paper, fallback)
+    assert seed is fallback
