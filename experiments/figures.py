@@ -48,12 +48,24 @@ def _mark_thresholds(ax, thresholds: pd.Series) -> None:
 FAMILY_LINES = ("-", "--", ":", "-.")
 
 
+def branch_gap(branches: pd.DataFrame, low: str, high: str) -> pd.Series | None:
+    """``eps_t(high) - eps_t(low)`` per alpha, each branch's lowest training loss at that alpha (over its
+    sheets), where both have a point; ``None`` if either branch has none."""
+    pivot = branches.pivot_table(index="alpha", columns="branch", values="train_loss", aggfunc="min")
+    return (pivot[high] - pivot[low]).dropna() if {low, high} <= set(pivot.columns) else None
+
+
+def gap_label(low: str, high: str) -> str:
+    """The axis label of :func:`branch_gap`."""
+    return rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})"
+
+
 def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionModel) -> Figure:
     """Four panels: the norm of each overlap family on the branches where it is non-zero (the paper's
-    ``|m|`` and ``|theta|``), the training
-    loss per branch, the test error of the global minimum against the linear baseline, and the
-    training-loss gap between the declaration's critical pair of branches (THEORY.md sec. 5, 6; the
-    paper's semantic - positional); ``branches`` and ``thresholds`` are the tables of a scan of ``model``."""
+    ``|m|`` and ``|theta|``), the training loss per branch, the test error of the global minimum
+    against the linear baseline, and the training-loss gap between the declaration's critical pair of
+    branches (THEORY.md sec. 5, 6; the paper's semantic - positional); ``branches`` and
+    ``thresholds`` are the tables of a scan of ``model``."""
     ok = with_family_norms(branches[branches["converged"].astype(bool)], model)
     norms = list(norm_columns(model))
     fig = Figure(figsize=(10, 7.5), layout="constrained")
@@ -93,12 +105,11 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
 
     low, high = model.labels.critical
-    pivot = ok.pivot_table(index="alpha", columns="branch", values="train_loss", aggfunc="min")
-    if {low, high} <= set(pivot.columns):
-        gap = (pivot[high] - pivot[low]).dropna()
+    gap = branch_gap(ok, low, high)
+    if gap is not None:
         ax_gap.plot(gap.index, gap.values, color="k")
         ax_gap.axhline(0.0, color="gray", linewidth=0.6)
-    ax_gap.set(xlabel=r"$\alpha$", ylabel=rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})", title="training-loss gap")
+    ax_gap.set(xlabel=r"$\alpha$", ylabel=gap_label(low, high), title="training-loss gap")
 
     for ax in axes.ravel():
         _mark_thresholds(ax, thresholds)
@@ -213,14 +224,13 @@ def gap_figure(branches: pd.DataFrame, low: str, high: str) -> Figure:
     ok = branches[branches["converged"].astype(bool)]
     _, varying = _swept(branches, "alpha")
     for unit, group in ok.groupby("unit", sort=True):
-        pivot = group.pivot_table(index="alpha", columns="branch", values="train_loss", aggfunc="min")
-        if {low, high} <= set(pivot.columns):
-            gap = (pivot[high] - pivot[low]).dropna()
+        gap = branch_gap(group, low, high)
+        if gap is not None:
             first = group.iloc[0]
             label = ", ".join(f"{p} = {first[p]:g}" for p in varying) or str(unit)
             ax.plot(gap.index, gap.values, label=label)
     ax.axhline(0.0, color="gray", linewidth=0.6)
-    ax.set(xlabel=r"$\alpha$", ylabel=rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})", title="training-loss gap")
+    ax.set(xlabel=r"$\alpha$", ylabel=gap_label(low, high), title="training-loss gap")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     return fig

@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, norm_columns, with_family_norms
-from attnphase.experiments.figures import BRANCH_STYLE
+from attnphase.experiments.figures import BRANCH_STYLE, gap_label
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -121,7 +121,7 @@ def simulation_figure(
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss")
     ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics " + ", ".join(overlaps))
-    ax_gap.set(xlabel=r"$\alpha$", ylabel=rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})", title="training-loss gap")
+    ax_gap.set(xlabel=r"$\alpha$", ylabel=gap_label(low, high), title="training-loss gap")
     alpha_c = None if thresholds is None else thresholds.get("alpha_c")
     for ax in axes.ravel():
         if alpha_c is not None and pd.notna(alpha_c):
