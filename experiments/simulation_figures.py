@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, norm_columns, with_family_norms
-from attnphase.experiments.figures import BRANCH_STYLE, gap_label
+from attnphase.experiments.figures import BRANCH_STYLE, branch_gap, gap_label
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -64,11 +64,17 @@ def simulation_figure(
     axes = fig.subplots(2, 2)
     ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
     line_styles = ("-", "--", ":", "-.")
-    for branch, group in theory.groupby("branch", sort=False):
+    sheets = theory["sheet"] if "sheet" in theory else pd.Series(0, index=theory.index)
+    for (branch, sheet), group in theory.groupby([theory["branch"], sheets], sort=False):
         color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
-        lone = _lone_point(group)
-        ax_test.plot(group["alpha"], group["test_error"], color=color, label=f"theory ({branch})", **lone)
-        ax_train.plot(group["alpha"], group["train_loss"], color=color, label=f"theory ({branch})", **lone)
+        # a sheet past a fold is drawn thin, unlabelled: the same branch, turned back
+        extra = _lone_point(group) | ({"linewidth": 0.8} if sheet else {})
+
+        def named(text: str, sheet: int = sheet) -> str | None:
+            return None if sheet else text
+
+        ax_test.plot(group["alpha"], group["test_error"], color=color, label=named(f"theory ({branch})"), **extra)
+        ax_train.plot(group["alpha"], group["train_loss"], color=color, label=named(f"theory ({branch})"), **extra)
         if branch != model.labels.none:
             for column, style in zip(overlaps, line_styles, strict=False):
                 ax_overlap.plot(
@@ -76,8 +82,8 @@ def simulation_figure(
                     group[column],
                     color=color,
                     linestyle=style,
-                    label=f"{column} theory ({branch})",
-                    **lone,
+                    label=named(f"{column} theory ({branch})"),
+                    **extra,
                 )
     for init, group in summary.groupby("init", sort=False):
         style = INIT_STYLE.get(init, {"color": "k", "marker": "."})
@@ -98,9 +104,8 @@ def simulation_figure(
         ax_train.plot([], [], marker=style["marker"], color=style["color"], linestyle="none", label=f"{init} init")
 
     low, high = model.labels.critical
-    pivot = theory.pivot_table(index="alpha", columns="branch", values="train_loss")
-    if {low, high} <= set(pivot.columns):
-        gap = (pivot[high] - pivot[low]).dropna()
+    gap = branch_gap(theory, low, high)
+    if gap is not None:
         ax_gap.plot(gap.index, gap.values, color="k", label="theory", **_lone_point(gap))
     simulated_gap = training_loss_gap(simulations, model)
     if not simulated_gap.empty:

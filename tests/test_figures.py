@@ -103,3 +103,16 @@ def test_a_simulation_figure_without_a_gap_to_draw_warns_of_nothing():
         warnings.simplefilter("error")
         fig = simulation_figure(runs, branches, None, RENAMED)
     assert fig.axes[3].get_legend() is None
+
+
+def test_the_simulation_figure_draws_a_branch_past_its_fold_apart_and_gaps_its_lowest_sheet():
+    """A second sheet of the position branch at alpha = 2 (a higher training loss, past a fold): its own
+    unlabelled line, and the theory gap takes each branch's lowest sheet, as the scan figure does."""
+    branches = _branches().assign(sheet=0)
+    folded = branches.iloc[[2]].assign(sheet=1, train_loss=0.0050, m=-0.3)
+    fig = simulation_figure(_runs(), pd.concat([branches, folded]), _thresholds(), RENAMED)
+    lines = {tuple(line.get_ydata()): line.get_label() for line in fig.axes[1].get_lines()}
+    assert lines[(0.0020, 0.0030, 0.0040)] == "theory (position)"  # the first sheet, not joined to the second
+    assert lines[(0.0050,)].startswith("_")  # the second sheet: unlabelled
+    (theory_gap,) = [line for line in fig.axes[3].get_lines() if line.get_label() == "theory"]
+    assert np.allclose(theory_gap.get_ydata(), [0.0020 - 0.0025, 0.0, 0.0040 - 0.0035])
