@@ -7,6 +7,8 @@ neither selects a backend nor leaves figures open: they display in Jupyter and a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pandas as pd
 from matplotlib.colors import ListedColormap
@@ -48,6 +50,21 @@ def _mark_thresholds(ax, thresholds: pd.Series) -> None:
 FAMILY_LINES = ("-", "--", ":", "-.")
 
 
+def branch_sheets(
+    table: pd.DataFrame,
+) -> Iterator[tuple[str, pd.DataFrame, Callable[[str], str | None], dict[str, object]]]:
+    """Each branch's points per sheet, sorted by alpha, with how their lines are drawn: ``(branch,
+    points, label, style)``, where ``label(text)`` is ``text`` on the first sheet and ``None`` beyond,
+    and ``style`` draws a sheet past a fold thin (the same branch, turned back)."""
+    sheets = table["sheet"] if "sheet" in table else pd.Series(0, index=table.index)
+    for (branch, sheet), group in table.groupby([table["branch"], sheets], sort=False):
+
+        def label(text: str, first: bool = not sheet) -> str | None:
+            return text if first else None
+
+        yield branch, group.sort_values("alpha"), label, {"linewidth": 0.8} if sheet else {}
+
+
 def branch_gap(branches: pd.DataFrame, low: str, high: str) -> pd.Series | None:
     """``eps_t(high) - eps_t(low)`` per alpha, each branch's lowest training loss at that alpha (over its
     sheets), where both have a point; ``None`` if either branch has none."""
@@ -71,17 +88,8 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_overlap, ax_train, ax_test, ax_gap = axes.ravel()
-    sheets = ok["sheet"] if "sheet" in ok else pd.Series(0, index=ok.index)
-    for (branch, sheet), group in ok.groupby([ok["branch"], sheets], sort=False):
-        group = group.sort_values("alpha")
-        style = _style(branch)
-        # a sheet past a fold is drawn thin, unlabelled: the same branch, turned back
-        extra = {"linewidth": 0.8} if sheet else {}
-
-        def named(text: str, sheet: int = sheet) -> str | None:
-            return None if sheet else text
-
-        colour = style["color"]
+    for branch, group, named, extra in branch_sheets(ok):
+        colour = _style(branch)["color"]
         for column, line in zip(norms, FAMILY_LINES, strict=False):
             if not group[column].any():
                 continue  # a family the branch holds at zero

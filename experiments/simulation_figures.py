@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, norm_columns, with_family_norms
-from attnphase.experiments.figures import BRANCH_STYLE, branch_gap, gap_label
+from attnphase.experiments.figures import BRANCH_STYLE, FAMILY_LINES, branch_gap, branch_sheets, gap_label
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -63,20 +63,13 @@ def simulation_figure(
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
-    line_styles = ("-", "--", ":", "-.")
-    sheets = theory["sheet"] if "sheet" in theory else pd.Series(0, index=theory.index)
-    for (branch, sheet), group in theory.groupby([theory["branch"], sheets], sort=False):
+    for branch, group, named, sheet_style in branch_sheets(theory):
         color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
-        # a sheet past a fold is drawn thin, unlabelled: the same branch, turned back
-        extra = _lone_point(group) | ({"linewidth": 0.8} if sheet else {})
-
-        def named(text: str, sheet: int = sheet) -> str | None:
-            return None if sheet else text
-
+        extra = _lone_point(group) | sheet_style
         ax_test.plot(group["alpha"], group["test_error"], color=color, label=named(f"theory ({branch})"), **extra)
         ax_train.plot(group["alpha"], group["train_loss"], color=color, label=named(f"theory ({branch})"), **extra)
         if branch != model.labels.none:
-            for column, style in zip(overlaps, line_styles, strict=False):
+            for column, style in zip(overlaps, FAMILY_LINES, strict=False):
                 ax_overlap.plot(
                     group["alpha"],
                     group[column],
