@@ -75,7 +75,7 @@ def measure(name: str, quick: bool) -> dict[str, object]:
         output = subprocess.run(
             [sys.executable, "-c", CHILD, name, str(ORDERS[name]), ALPHAS, "1" if quick else "0"],
             check=True,
-            capture_output=True,
+            stdout=subprocess.PIPE,  # the child's stderr (warnings, a traceback) reaches the console
             text=True,
             env=environment,
         ).stdout

@@ -32,7 +32,21 @@ import numba
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
-_PRINTER = PythonCodePrinter({"fully_qualified_modules": True})
+
+class _KernelPrinter(PythonCodePrinter):
+    """Python source for numba: a negative integer power ``x**(-n)`` (``n > 1``) is printed as the
+    division ``1.0/(x**n)``. Numba raises ``ZeroDivisionError`` for a float zero to a negative integer
+    power even under ``error_model='numpy'``, whereas the division gives ``inf``, which the kernels
+    treat as a non-finite (flagged) value."""
+
+    def _print_Pow(self, expr: sp.Pow, rational: bool = False) -> str:
+        exponent = expr.exp
+        if exponent.is_Integer and exponent < -1:
+            return f"1.0/({self._print(sp.Pow(expr.base, -exponent, evaluate=False))})"
+        return super()._print_Pow(expr, rational=rational)
+
+
+_PRINTER = _KernelPrinter({"fully_qualified_modules": True})
 _HEADER = "import math\n\nimport numba\nimport numpy as np\n\n"
 
 Groups = Sequence[tuple[str, Sequence[sp.Symbol]]]

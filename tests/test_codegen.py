@@ -57,6 +57,17 @@ def test_generated_functions_evaluate_their_expressions(tmp_path, monkeypatch):
     assert module.K == 1 and module._MAX_HALVINGS == 3
 
 
+def test_a_pole_gives_a_non_finite_value_not_an_exception(tmp_path, monkeypatch):
+    """A negative integer power of zero is ``inf`` (the kernels flag it), whatever the exponent's
+    form; numba's own integer power would raise ``ZeroDivisionError`` there."""
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    x, y = sp.symbols("x y", real=True)
+    for expr in (x**-2 + y, y / x**3, (x + y - 1) ** -4 * y, x**-1, x ** sp.Rational(-3, 2)):
+        module = _source(expr).load()
+        assert np.isinf(module.f(np.array([0.0, 1.0]))), expr
+        assert module.f(np.array([2.0, 1.0])) == pytest.approx(float(expr.subs({x: 2.0, y: 1.0})), rel=1e-14)
+
+
 def test_one_module_file_per_distinct_source(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
     assert cache_directory() == tmp_path
