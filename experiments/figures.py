@@ -7,7 +7,7 @@ neither selects a backend nor leaves figures open: they display in Jupyter and a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -29,14 +29,17 @@ BRANCH_STYLE = {
 OTHER_COLOURS = ("tab:green", "tab:red", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 
 
-def _style(branch: str) -> dict[str, object]:
-    return BRANCH_STYLE.get(branch, {"color": None, "marker": "."})
+def branch_marker(branch: str) -> str:
+    """The marker of a branch label: the named style's, else a dot."""
+    return str(BRANCH_STYLE.get(branch, {"marker": "."})["marker"])
 
 
-def branch_colours(labels: list[str]) -> dict[str, str]:
-    """A colour per branch label: the named style's, else the next unused of :data:`OTHER_COLOURS`."""
-    others = iter(OTHER_COLOURS * (1 + len(labels) // len(OTHER_COLOURS)))
-    return {b: str(BRANCH_STYLE[b]["color"]) if b in BRANCH_STYLE else next(others) for b in labels}
+def branch_colours(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per distinct branch label: the named style's, else the next unused of
+    :data:`OTHER_COLOURS`, in order of first appearance (so every panel draws a label alike)."""
+    distinct = list(dict.fromkeys(labels))
+    others = iter(OTHER_COLOURS * (1 + len(distinct) // len(OTHER_COLOURS)))
+    return {b: str(BRANCH_STYLE[b]["color"]) if b in BRANCH_STYLE else next(others) for b in distinct}
 
 
 def _mark_thresholds(ax, thresholds: pd.Series) -> None:
@@ -88,8 +91,9 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_overlap, ax_train, ax_test, ax_gap = axes.ravel()
+    colours = branch_colours(ok["branch"])
     for branch, group, named, extra in branch_sheets(ok):
-        colour = _style(branch)["color"]
+        colour = colours[branch]
         for column, line in zip(norms, FAMILY_LINES, strict=False):
             if not group[column].any():
                 continue  # a family the branch holds at zero
@@ -107,7 +111,8 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
             linestyle="none",
             markersize=4,
             label=f"global minimum ({branch})",
-            **_style(branch),
+            color=colours[branch],
+            marker=branch_marker(branch),
         )
     ax_test.axhline(thresholds["baseline_test_error"], color="tab:green", label="linear baseline")
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
@@ -183,7 +188,7 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
     fig = Figure(figsize=(5.5 * len(panels), 4.5), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     best = global_minima(branches)
-    colours = branch_colours(list(dict.fromkeys(branches["branch"])))
+    colours = branch_colours(branches["branch"])
     ok = branches[branches["converged"].astype(bool)]
     low, high = branches["alpha"].min(), branches["alpha"].max()
     for ax, (title, panel) in zip(axes, panels, strict=True):

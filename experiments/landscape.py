@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnphase.experiments.figures import _style
+from attnphase.experiments.figures import branch_colours, branch_marker
 from attnphase.experiments.parsing import EXTENT, GRID_POINTS
 from attnphase.experiments.storage import exclusive, read_table, start_run, write_table
 from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
@@ -117,17 +117,18 @@ def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Seque
         filled = ax.contourf(table.columns, table.index, values, levels=levels, cmap="viridis")
         ax.contour(table.columns, table.index, values, levels=levels, colors="k", linewidths=0.3)
         fig.colorbar(filled, ax=ax, label="training loss (constrained)")
+    colours = branch_colours(fixed_points["branch"].astype(str)) if len(fixed_points) else {}
     for _, p in fixed_points.iterrows():
-        style = _style(str(p["branch"]))
+        colour = colours[str(p["branch"])]
         stable = _kind(p["stable"]) == "minimum"
         ax.plot(
             abs(p[x_name]),
             abs(p[y_name]),
             linestyle="none",
-            marker=style["marker"],
+            marker=branch_marker(str(p["branch"])),
             markersize=10,
-            markerfacecolor=style["color"] if stable else "white",
-            markeredgecolor="k" if stable else style["color"],
+            markerfacecolor=colour if stable else "white",
+            markeredgecolor="k" if stable else colour,
             markeredgewidth=1.5,
             label=f"{p['branch']} ({_kind(p['stable'])})",
         )

@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, norm_columns, with_family_norms
-from attnphase.experiments.figures import BRANCH_STYLE, FAMILY_LINES, branch_gap, branch_sheets, gap_label
+from attnphase.experiments.figures import FAMILY_LINES, branch_colours, branch_gap, branch_sheets, gap_label
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -63,8 +63,9 @@ def simulation_figure(
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_test, ax_train, ax_overlap, ax_gap = axes.ravel()
+    colours = branch_colours(theory["branch"])
     for branch, group, named, sheet_style in branch_sheets(theory):
-        color = BRANCH_STYLE.get(branch, {"color": "gray"})["color"]
+        color = colours[branch]
         extra = _lone_point(group) | sheet_style
         ax_test.plot(group["alpha"], group["test_error"], color=color, label=named(f"theory ({branch})"), **extra)
         ax_train.plot(group["alpha"], group["train_loss"], color=color, label=named(f"theory ({branch})"), **extra)

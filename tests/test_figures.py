@@ -116,3 +116,19 @@ def test_the_simulation_figure_draws_a_branch_past_its_fold_apart_and_gaps_its_l
     assert lines[(0.0050,)].startswith("_")  # the second sheet: unlabelled
     (theory_gap,) = [line for line in fig.axes[3].get_lines() if line.get_label() == "theory"]
     assert np.allclose(theory_gap.get_ydata(), [0.0020 - 0.0025, 0.0, 0.0040 - 0.0035])
+
+
+def test_every_panel_draws_a_branch_in_one_colour_its_own_even_when_no_style_names_it():
+    """RENAMED's labels (position, content) have no named style: each still gets one colour of its own,
+    the same in every panel of the scan figure and of the simulation figure."""
+    scan = scan_figure(_branches(), _thresholds(), RENAMED)
+    simulation = simulation_figure(_runs(), _branches(), _thresholds(), RENAMED)
+    for fig, panels in ((scan, (0, 1, 2)), (simulation, (0, 1, 2))):
+        colours: dict[str, set[str]] = {}
+        for k in panels:
+            for line in fig.axes[k].get_lines():
+                for branch in ("position", "content"):
+                    if f"({branch})" in line.get_label():
+                        colours.setdefault(branch, set()).add(line.get_color())
+        assert all(len(c) == 1 for c in colours.values()), colours
+        assert colours["position"] != colours["content"]
