@@ -52,6 +52,11 @@ _HEADER = "import math\n\nimport numba\nimport numpy as np\n\n"
 Groups = Sequence[tuple[str, Sequence[sp.Symbol]]]
 
 
+def _number(value: int | float) -> str:
+    """The source of a module constant: an ``int`` as an integer, anything else as a float."""
+    return str(int(value)) if isinstance(value, int) else repr(float(value))
+
+
 def cache_directory() -> Path:
     """Where generated kernel modules and numba's cached machine code live."""
     configured = os.environ.get("ATTNPHASE_CACHE_DIR")
@@ -64,11 +69,11 @@ def cache_directory() -> Path:
 class ModuleSource:
     """The source of one generated kernel module, built function by function."""
 
-    def __init__(self, prox_dimension: int, constants: Mapping[str, int]) -> None:
-        """A module whose templates see ``K = prox_dimension`` and the integer ``constants`` they
+    def __init__(self, prox_dimension: int, constants: Mapping[str, int | float]) -> None:
+        """A module whose templates see ``K = prox_dimension`` and the numeric ``constants`` they
         read (e.g. ``{"_MAX_HALVINGS": 12}``)."""
         values = {**constants, "K": prox_dimension}
-        self.parts = [_HEADER + "".join(f"{name} = {int(value)}\n" for name, value in values.items())]
+        self.parts = [_HEADER + "".join(f"{name} = {_number(value)}\n" for name, value in values.items())]
 
     def constant(self, name: str, value: int) -> None:
         """A module-level integer constant the templates read."""

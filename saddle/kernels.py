@@ -23,8 +23,16 @@ _MAX_HALVINGS = 12
 _MAX_SWEEPS = 50
 #: Nodes per block of the parallel prox loop (its work buffers are made once per block).
 BLOCK = 256
+#: A prox start whose Newton iterate comes this close (relative, in the largest coordinate) to a minimum
+#: an earlier start ended in, with ``M`` no lower than there, stops: it would end in that minimum.
+MERGE_DISTANCE = 1e-3
 #: The module constants the templates read, defined in every generated module.
-TEMPLATE_CONSTANTS = {"_MAX_HALVINGS": _MAX_HALVINGS, "_MAX_SWEEPS": _MAX_SWEEPS, "BLOCK": BLOCK}
+TEMPLATE_CONSTANTS = {
+    "_MAX_HALVINGS": _MAX_HALVINGS,
+    "_MAX_SWEEPS": _MAX_SWEEPS,
+    "BLOCK": BLOCK,
+    "MERGE_DISTANCE": MERGE_DISTANCE,
+}
 
 # ---------------------------------------------------------------- placeholders, bound per model
 K = 1  # number of prox variables z
@@ -204,14 +212,33 @@ def _solve_in_place(a, b, k, m):  # pragma: no cover - compiled
 
 
 # ---------------------------------------------------------------- the prox
-def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work):  # pragma: no cover - compiled
+def _known_minimum(z, value, minima, minima_values, count):  # pragma: no cover - compiled
+    """Whether ``z`` (where ``M = value``) lies within ``MERGE_DISTANCE`` (relative, in the largest
+    coordinate) of one of the first ``count`` ``minima`` (rows) of the node, with ``M`` no lower than
+    there: Newton, descending ``M``, ends in that minimum from there."""
+    for j in range(count):
+        largest, scale = 0.0, 1.0
+        for i in range(K):
+            largest = max(largest, abs(z[i] - minima[j, i]))
+            scale = max(scale, 1.0 + abs(minima[j, i]))
+        if largest <= MERGE_DISTANCE * scale and value >= minima_values[j]:
+            return True
+    return False
+
+
+def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work, minima, minima_values, count):  # pragma: no cover
     """Newton from ``z`` (updated in place) at the node whose terms are ``a`` (:func:`node_terms`):
-    ``(M, max |grad M|)`` at the end. ``gh``, ``gh_trial`` (``K + K*K + 1``: :func:`derivatives`),
-    ``trial``, ``step`` (``K``) and ``work`` (``K*K``) are work buffers. Each trial point of the line
-    search is evaluated with its derivatives, which are the next Newton step's if it is accepted."""
+    ``(M, max |grad M|, merged)`` at the end, ``merged`` when the iterate reached one of the ``count``
+    minima already found at the node (rows of ``minima``, values ``minima_values``:
+    :func:`_known_minimum`), where it stops, since refining it further would find that minimum again.
+    ``gh``, ``gh_trial`` (``K + K*K + 1``: :func:`derivatives`), ``trial``, ``step`` (``K``) and
+    ``work`` (``K*K``) are work buffers. Each trial point of the line search is evaluated with its
+    derivatives, which are the next Newton step's if it is accepted."""
     derivatives(z, a, gh)
     value = gh[K + K * K]
     for _ in range(maxit if np.isfinite(value) else 0):
+        if _known_minimum(z, value, minima, minima_values, count):
+            return value, _max_abs(gh, K), True
         gmax = _max_abs(gh, K)
         if not gmax > tol:
             break
@@ -254,13 +281,14 @@ def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work):  # pragma: no cov
         for j in range(K + K * K + 1):
             gh[j] = gh_trial[j]
         value = gh[K + K * K]
-    return value, _max_abs(gh, K)
+    return value, _max_abs(gh, K), False
 
 
 def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover - compiled
     """``(z (K, N), M (N,), |grad M| (N,))``: the lowest of the refined ``starts (S, K, N)``; at a
     node where no start gives a finite value, ``z`` is NaN, ``M`` infinite and the gradient infinite
-    (counted as an unconverged prox)."""
+    (counted as an unconverged prox). The starts are refined in order, and one that reaches a minimum an
+    earlier start ended in stops there (:func:`refine`): put the start nearest the prox first."""
     n_starts, _, n = starts.shape
     dimension = nodes.shape[0]
     z_best = np.full((K, n), np.nan)
@@ -276,14 +304,26 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
         trial = np.empty(K)
         step = np.empty(K)
         work = np.empty(K * K)
+        minima = np.empty((n_starts, K))
+        minima_values = np.empty(n_starts)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
             _column(nodes, i, node)
             node_terms(node, params, consts, a)
             best = np.inf
+            count = 0
             for s in range(n_starts):
                 for j in range(K):
                     z[j] = starts[s, j, i]
-                value, gmax = refine(z, a, tol, maxit, gh, gh_trial, trial, step, work)
+                value, gmax, merged = refine(
+                    z, a, tol, maxit, gh, gh_trial, trial, step, work, minima, minima_values, count
+                )
+                if merged:
+                    continue
+                if gmax <= tol:
+                    for j in range(K):
+                        minima[count, j] = z[j]
+                    minima_values[count] = value
+                    count += 1
                 if value < best:
                     best = value
                     for j in range(K):
@@ -370,6 +410,7 @@ SHARED_TEMPLATES = (
     _smallest_eigenvalue,
     _newton_direction,
     _solve_in_place,
+    _known_minimum,
     refine,
     prox_kernel,
 )

@@ -96,7 +96,8 @@ class SaddleMap:
         :meth:`~attnphase.saddle.settings.ProxSettings.directions` fixed unit vectors ``u_j``. The start
         set is closed under ``z -> -z`` and ``omega -> -omega``, so the symmetries of ``M`` carry over
         exactly to the computed ``M*``. Without ``thorough``, the last thorough prox on the same nodes
-        is a start too (``ProxSettings.warm_start``).
+        is a start too (``ProxSettings.warm_start``), refined first, so that the others stop where they
+        reach its minimum (:func:`saddle.kernels.refine`).
         """
         point = self.overlaps.kernel_point(params)
         tolerance = self._prox_tolerance(params)
@@ -128,7 +129,7 @@ class SaddleMap:
             warm = self._warm.get(pattern) if self.settings.prox.warm_start else None
             # a pattern met first outside the domain has no fold, and its warm start is then on all nodes
             if warm is not None and warm.shape[1] == nodes.shape[1]:
-                starts = np.concatenate([starts, warm[None]])
+                starts = np.concatenate([warm[None], starts])  # first: the others stop where they reach it
             return starts
         if len(self._directions):
             omega = starts[0]

@@ -108,6 +108,42 @@ def test_more_prox_starts_change_nothing(paper_solver, reference_traces):
     assert other.mean_envelope == pytest.approx(base.mean_envelope, rel=1e-12)
 
 
+def _assert_each_start_alone_agrees(solver, point) -> int:
+    """The prox at ``point``'s folded nodes with every start is, node by node, the lowest minimum of the
+    starts refined each in a call of its own (where no start can stop at a minimum another one found):
+    the same value, and a minimiser one of the starts reaches alone with that value (at a node on a
+    mirror plane, images of one minimum tie). Returns the number of starts."""
+    m = solver.map
+    params = m.overlaps.kernel_point(point.values)
+    fold = m.fold(params)
+    nodes = m.nodes if fold is None else fold.nodes
+    starts = m._starts(nodes, params, True, m.overlaps.zero_pattern(params))
+    z, value, _ = m.prox_from(nodes, params, starts)
+    alone = [m.prox_from(nodes, params, starts[s : s + 1]) for s in range(len(starts))]
+    values = np.stack([v for _, v, _ in alone])
+    np.testing.assert_allclose(value, values.min(axis=0), rtol=1e-12, atol=1e-15)
+    lowest = values <= values.min(axis=0) + 1e-12 * np.abs(values.min(axis=0)) + 1e-15
+    reached = np.stack([np.abs(z_s - z).max(axis=0) <= 1e-7 for z_s, _, _ in alone])
+    assert np.all(np.any(lowest & reached, axis=0))
+    return len(starts)
+
+
+@pytest.mark.parametrize("branch", ["positional", "semantic", "agnostic"])
+def test_a_start_that_stops_at_a_minimum_found_before_changes_no_prox(paper_solver, reference_traces, branch):
+    """A prox start whose iterate reaches a minimum an earlier start ended in stops there
+    (saddle/kernels.py ``refine``), and the prox is still the best of the starts refined one at a time."""
+    point = reference_traces[branch].points[len(reference_traces[branch].points) // 2]
+    _assert_each_start_alone_agrees(paper_solver, point)
+
+
+def test_in_three_prox_coordinates_a_start_that_stops_early_changes_no_prox(three_token_model):
+    """As above, with the three-token declaration's random starts (three prox coordinates)."""
+    rule = GaussHermite(5)
+    solver = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
+    point = solver.anchor(2.0, solver.branch("agnostic"))
+    assert _assert_each_start_alone_agrees(solver, point) > 8
+
+
 def test_random_prox_starts_are_added_beyond_two_prox_coordinates(paper_solver, three_token_model):
     """The paper's prox has two coordinates and no random starts; three tokens have three, and three
     random start directions by default."""
