@@ -143,6 +143,7 @@ class ConstrainedSolver:
         multipliers: np.ndarray | None = None,
         correct_kinks: bool = True,
         gradient_only: bool = False,
+        every_start: bool = True,
     ) -> ConstrainedPoint:
         """The constrained saddle point at ``alpha`` with the fixed entries at ``held``, from the
         order parameters ``initial`` (and ``multipliers``, by default the energetic conjugates there),
@@ -152,7 +153,10 @@ class ConstrainedSolver:
         gradient alone (a ray's, :mod:`saddle.switching`), so a search ends, and its result is accepted,
         once its gradient is usable (:attr:`ConstrainedPoint.usable_gradient`, residual at most
         ``HESSIAN_RESIDUAL``): off the symmetric subspaces the map is not smooth below about 1e-6, and a
-        search for 1e-9 there ends in the root finder's fallbacks and a second pass that cannot do better."""
+        search for 1e-9 there ends in the root finder's fallbacks and a second pass that cannot do better.
+        ``every_start``: the point is verified with every prox start (:meth:`observe`); without it, with the
+        quick starts, whose warm start carries the basins the last verification found (a ray's steps
+        after its first)."""
         check_alpha(alpha)
         held = np.asarray(held, dtype=float)
         if held.shape != self.fixed_index.shape or not np.all(np.isfinite(held)):
@@ -162,14 +166,17 @@ class ConstrainedSolver:
         if gradient_only:
             roots = replace(roots, tolerance=max(roots.tolerance, HESSIAN_RESIDUAL))
         initial = np.asarray(initial, dtype=float)
-        point = self._solve_from(alpha, held, initial, multipliers, correct_kinks, roots, wanted)
+        point = self._solve_from(alpha, held, initial, multipliers, correct_kinks, roots, wanted, every_start)
         if not wanted(point):  # the generic guess, and no Jacobian from elsewhere
             self._jacobian = None
-            retry = self._solve_from(alpha, held, self.solver.generic_guess(), None, correct_kinks, roots, wanted)
+            guess = self.solver.generic_guess()
+            retry = self._solve_from(alpha, held, guess, None, correct_kinks, roots, wanted, every_start)
             point = retry if wanted(retry) or retry.residual < point.residual else point
         return point
 
-    def _solve_from(self, alpha, held, initial, multipliers, correct_kinks, roots, wanted) -> ConstrainedPoint:
+    def _solve_from(
+        self, alpha, held, initial, multipliers, correct_kinks, roots, wanted, every_start=True
+    ) -> ConstrainedPoint:
         start = self.solver.overlaps.raised_into_domain(self._params(initial[self.free], held, initial), self.free)
         if multipliers is None:
             with np.errstate(all="ignore"):
@@ -188,7 +195,7 @@ class ConstrainedSolver:
 
         return search_in_passes(
             search,
-            lambda unknowns: self.observe(alpha, held, unknowns, evaluations, correct_kinks),
+            lambda unknowns: self.observe(alpha, held, unknowns, evaluations, correct_kinks, every_start),
             wanted,
             np.concatenate([start[self.free], multipliers]),
             self.solver.settings.prox.warm_start,
@@ -233,16 +240,22 @@ class ConstrainedSolver:
         )
 
     def observe(
-        self, alpha: float, held: np.ndarray, unknowns: np.ndarray, evaluations: int = 0, correct_kinks: bool = True
+        self,
+        alpha: float,
+        held: np.ndarray,
+        unknowns: np.ndarray,
+        evaluations: int = 0,
+        correct_kinks: bool = True,
+        every_start: bool = True,
     ) -> ConstrainedPoint:
         """The constrained point given by ``unknowns`` (free entries, then multipliers), with its
         training loss, gradient and the checks of :meth:`SaddlePointSolver.diagnose`, from one
-        evaluation with all prox starts."""
+        evaluation with all prox starts (with the quick ones, without ``every_start``)."""
         solver, compiled = self.solver, self.solver.compiled
         n_free = int(self.free.sum())
         params = self._params(unknowns[:n_free], held, np.zeros(len(solver.names)))
         with np.errstate(all="ignore"):
-            ev = solver.map.evaluate(params, alpha, thorough=True)
+            ev = solver.map.evaluate(params, alpha, thorough=every_start)
             conjugates = self._conjugates(ev, unknowns[n_free:])
             equations = self._equations(ev, unknowns, held)
             residual = float(np.abs(equations).max(initial=0.0)) if np.all(np.isfinite(equations)) else float("inf")

@@ -7,15 +7,18 @@ times its Cauchy-Schwarz bound and solves every other saddle-point equation
 (:class:`~attnphase.saddle.landscape.ConstrainedSolver`): along it the training loss ``eps(s)`` is
 the lowest among weights with that overlap, and ``d eps / d s`` vanishes at ``s = 0`` (the loss is
 even in the family). Where it vanishes again at ``s* > 0`` every equation holds: a fixed point with
-the family non-zero. From a minimum (``eps`` rises first) it is the barrier towards another
-minimum, a saddle; from a point unstable along the family (it falls first) it is the minimum the
-fall ends in. ``s`` grows along :data:`RAY`, each solve starting from the secant extrapolation of
-the two before (order parameters and multipliers; from the last point where that leaves the
-domain); the root is bracketed by the first sign change of the gradient. A solve of the containing
-branch from the secant estimate of the root (the bracket's two constrained points, interpolated
-where the gradient's chord vanishes) must converge onto the branch; if it does not, the root is
-refined by Brent's method and the solve repeated from there (where the ray's solves jump between
-sheets the bracket may hold no root, and then no point of the branch is found).
+the family non-zero. From a minimum (``eps`` rises first) it is the barrier towards another minimum,
+a saddle; from a point unstable along the family (it falls first) it is the minimum the fall ends
+in. ``s`` grows along :data:`RAY`, each solve starting from the secant extrapolation of the two
+before (order parameters and multipliers; from the last point where that leaves the domain); the
+root is bracketed by the first sign change of the gradient. The first step is verified with every
+prox start, the later ones with the quick starts only, whose warm start carries the basins the first
+step found: a ray only brackets a root, and the fixed point it meets is solved and verified with
+every start. A solve of the containing branch from the secant estimate of the root (the bracket's
+two constrained points, interpolated where the gradient's chord vanishes) must converge onto the
+branch; if it does not, the root is refined by Brent's method and the solve repeated from there
+(where the ray's solves jump between sheets the bracket may hold no root, and then no point of the
+branch is found).
 
 Like :meth:`SaddlePointSolver.anchor`, the ray is followed on the solver's coarse rule
 (:meth:`SaddlePointSolver.coarse`), where evaluations are cheap, and the point it meets is refined
@@ -96,7 +99,10 @@ def _follow(solver: SaddlePointSolver, point: FixedPoint, family: str, target: B
     before: tuple[float, ConstrainedPoint] | None = None
     for s in RAY:
         initial, multipliers = _predicted(solver, ray, s, before, previous, point.values)
-        here = ray.solve(point.alpha, [s * bound], initial, multipliers, correct_kinks=False, gradient_only=True)
+        first = previous is None  # verified with every start; the later steps start from its basins too
+        here = ray.solve(
+            point.alpha, [s * bound], initial, multipliers, correct_kinks=False, gradient_only=True, every_start=first
+        )
         if not here.usable_gradient:
             return None
         if previous is not None and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
@@ -139,7 +145,9 @@ def _polish(solver, ray, alpha, bound, low, high, target) -> FixedPoint | None:
     def gradient(s: float) -> float:
         closest = near[min(near, key=lambda t: abs(t - s))]
         multipliers = closest.conjugates[ray.fixed_index]
-        here = ray.solve(alpha, [s * bound], closest.values, multipliers, correct_kinks=False, gradient_only=True)
+        here = ray.solve(
+            alpha, [s * bound], closest.values, multipliers, correct_kinks=False, gradient_only=True, every_start=False
+        )
         if not here.usable_gradient:
             raise _Unusable
         near[s] = here
