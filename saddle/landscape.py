@@ -487,7 +487,8 @@ class _ConstrainedResidual:
         return self.evaluate(self.owner._params(unknowns[: self.owner.free.sum()], self.held, self.like))
 
     def __call__(self, unknowns: np.ndarray) -> np.ndarray:
-        g = self.owner._equations(self._evaluation(unknowns), unknowns, self.held)
+        with np.errstate(all="ignore"):  # a root search's trial point out of range: flagged by the value
+            g = self.owner._equations(self._evaluation(unknowns), unknowns, self.held)
         return g if np.all(np.isfinite(g)) else np.full_like(g, 1e6)
 
     def jacobian(self, unknowns: np.ndarray) -> np.ndarray | None:

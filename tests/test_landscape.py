@@ -8,6 +8,7 @@ of the curvature against where branches are born.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -22,12 +23,14 @@ from attnphase.saddle.fixed_point import ASSESSED, NOT_ASSESSED, UNASSESSED_UNCO
 from attnphase.saddle.landscape import (
     SMOOTHING_STEP,
     ConstrainedSolver,
+    _ConstrainedResidual,
     assess,
     stability,
     stability_by_constraints,
     stability_by_elimination,
 )
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.saddle_map import MemoisedMap
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.switching import anchor
@@ -365,3 +368,17 @@ def test_a_resumed_landscape_continues_from_the_last_finished_row(paper):
     np.testing.assert_allclose(seed, [0.2 + k for k in range(len(names))])  # column 1: last in the backward order
     _, seed = _continuation_state([{**r, "converged": False} for r in row], 1, paper, fallback)
     assert seed is fallback
+
+
+def test_a_constrained_trial_point_out_of_range_is_flagged_without_a_warning():
+    """A root search's trial point where the closed-form updates overflow (the elastic net's, with a
+    multiplier of 1e200) gives the flag value 1e6 in every equation, and numpy prints nothing."""
+    rule = GaussHermite(6)
+    solver = make_solver(variant("elastic-net").model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+    constrained = ConstrainedSolver(solver, ("m",))
+    start = solver.generic_guess()
+    residual = _ConstrainedResidual(constrained, MemoisedMap(solver.map, 1.0, False), np.array([0.1]), start)
+    unknowns = np.concatenate([start[constrained.free], [1e200]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.all(residual(unknowns) == 1e6)
