@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import numbers
 import os
 import re
 import sys
@@ -53,8 +54,8 @@ Groups = Sequence[tuple[str, Sequence[sp.Symbol]]]
 
 
 def _number(value: int | float) -> str:
-    """The source of a module constant: an ``int`` as an integer, anything else as a float."""
-    return str(int(value)) if isinstance(value, int) else repr(float(value))
+    """The source of a module constant: an integer as an integer, anything else as a float."""
+    return str(int(value)) if isinstance(value, numbers.Integral) else repr(float(value))
 
 
 def cache_directory() -> Path:
@@ -75,9 +76,9 @@ class ModuleSource:
         values = {**constants, "K": prox_dimension}
         self.parts = [_HEADER + "".join(f"{name} = {_number(value)}\n" for name, value in values.items())]
 
-    def constant(self, name: str, value: int) -> None:
-        """A module-level integer constant the templates read."""
-        self.parts.append(f"\n{name} = {int(value)}\n")
+    def constant(self, name: str, value: int | float) -> None:
+        """A module-level numeric constant the templates read."""
+        self.parts.append(f"\n{name} = {_number(value)}\n")
 
     def scalar(self, name: str, groups: Groups, expr: sp.Expr) -> None:
         """``name(*arrays) -> float``."""

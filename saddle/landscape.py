@@ -175,7 +175,7 @@ class ConstrainedSolver:
         return point
 
     def _solve_from(
-        self, alpha, held, initial, multipliers, correct_kinks, roots, wanted, every_start=True
+        self, alpha, held, initial, multipliers, correct_kinks, roots, wanted, every_start
     ) -> ConstrainedPoint:
         start = self.solver.overlaps.raised_into_domain(self._params(initial[self.free], held, initial), self.free)
         if multipliers is None:
