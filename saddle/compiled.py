@@ -33,6 +33,30 @@ def _lambdify_vector(args: Sequence[Sequence[sp.Symbol]], exprs: Sequence[sp.Exp
     return stacked
 
 
+def _read_only(value: object) -> object:
+    """``value`` as a kernel argument: an array C-contiguous, float and read-only (a read-only view, copied
+    only if it is not C-contiguous float already); anything else as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    view = np.ascontiguousarray(value, dtype=float).view()
+    view.setflags(write=False)
+    return view
+
+
+@dataclass(frozen=True)
+class OneSignature:
+    """A jitted ``kernel`` called with its arrays in one form (:func:`_read_only`). Numba compiles a
+    function once per combination of argument types, and a writable array, a read-only one and a
+    Fortran-ordered one are three types: called with the rules' read-only nodes, a fold's or a check's
+    nodes and the work arrays of the solver as they come, each kernel would be compiled two or three
+    times in a new process (``kernel.signatures``)."""
+
+    kernel: Callable[..., object]
+
+    def __call__(self, *args: object) -> object:
+        return self.kernel(*(_read_only(a) for a in args))
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledSystem:
     """Numerical callables of a replica system.
@@ -153,13 +177,13 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
 
     return CompiledSystem(
         system=system,
-        prox=module.prox_kernel,
+        prox=OneSignature(module.prox_kernel),
         starts=starts,
-        energetic=module.energetic,
-        score=module.score,
-        energetic_jacobian=square(module.energetic_jacobian),
-        score_jacobian=square(module.score_jacobian),
-        test_error=module.test_error,
+        energetic=OneSignature(module.energetic),
+        score=OneSignature(module.score),
+        energetic_jacobian=square(OneSignature(module.energetic_jacobian)),
+        score_jacobian=square(OneSignature(module.score_jacobian)),
+        test_error=OneSignature(module.test_error),
         conjugates=_lambdify_vector(
             [[system.alpha], expectations, consts], [system.conjugate_updates[c] for c in conj]
         ),

@@ -158,7 +158,7 @@ def _tensor_gauss_hermite(order: int, dimension: int, prune: float) -> tuple[np.
         rows = np.concatenate(kept_rows)
         indices = np.concatenate([indices[rows], np.concatenate(kept_columns)[:, None]], axis=1)
         weights = np.concatenate(kept_weights)
-    points = x[indices.T]
+    points = np.ascontiguousarray(x[indices.T])
     total = float(weights.sum())
     dropped = max(0.0, 1.0 - total)
     weights = weights / total

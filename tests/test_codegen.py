@@ -184,7 +184,7 @@ def refuse(system):
 
 compiled._generate = refuse
 system = compiled.compile_system(derive(paper_model()))
-print(json.dumps({"module": system.prox.__module__}))
+print(json.dumps({"module": system.prox.kernel.__module__}))
 """
 
 
@@ -199,3 +199,31 @@ def test_a_new_process_loads_the_generated_module_by_its_recipe(tmp_path):
     x = sp.Symbol("x", real=True)
     assert Recipe([sp.srepr(x)]).name != Recipe([sp.srepr(x + 1)]).name
     assert Recipe([sp.srepr(x)]).name == Recipe([sp.srepr(x)]).name
+
+
+ONE_SIGNATURE = """
+import json
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle.compiled import OneSignature
+from attnphase.saddle.landscape import assess
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
+rule = GaussHermite(8)
+solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+point = solver.anchor(2.0, solver.branch("semantic"))  # folded nodes, verification, kinks, Sobol check
+assess(solver, point)  # quick evaluations away from the point
+envelope = solver.in_form("envelope")
+envelope.map.map_jacobian(envelope.map.evaluate(point.values, 2.0), 2.0)
+solver.map.fold(solver.generic_guess())  # the symmetry search's own nodes and starts
+compiled = solver.compiled
+kernels = {name: getattr(compiled, name) for name in ("prox", "energetic", "score", "test_error")}
+print(json.dumps({name: len(kernel.kernel.signatures) for name, kernel in kernels.items()}))
+"""
+
+
+def test_each_kernel_is_compiled_once_whatever_arrays_the_solver_passes():
+    """Rules, folds, checks and work arrays come read-only or writable, C- or Fortran-ordered; the kernels
+    see them in one form, so a new process compiles each once (numba compiles per argument type)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert set(_run(ONE_SIGNATURE, env).values()) == {1}
