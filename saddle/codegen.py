@@ -33,6 +33,8 @@ import numba
 import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
+from attnphase.saddle.ahead import load_file
+
 
 class _KernelPrinter(PythonCodePrinter):
     """Python source for numba: a negative integer power ``x**(-n)`` (``n > 1``) is printed as the
@@ -201,15 +203,7 @@ def _source_of(module_name: str) -> str:
 
 def _import(path: Path) -> ModuleType:
     """The generated module at ``path``, imported once per process under a name from its file name."""
-    name = f"attnphase_{path.stem}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(f"attnphase_{path.stem}", path)
 
 
 def _write_once(filename: str, text: str) -> Path:

@@ -19,6 +19,7 @@ import sympy as sp
 
 from attnphase.replica.saddle_equations import ReplicaSystem
 from attnphase.saddle import kernels
+from attnphase.saddle.ahead import compile_ahead
 from attnphase.saddle.codegen import ModuleSource, Recipe
 from attnphase.saddle.quadrature import QuadratureRule, with_labels
 
@@ -214,6 +215,7 @@ def _kernel_module(system: ReplicaSystem) -> ModuleType:
     module = recipe.load()
     if module is None:
         module = _generate(system).load()
+        compile_ahead(module)
         recipe.remember(module)
     return module
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from attnphase.saddle.ahead import IN_PROCESS, IN_WORKER
 from attnphase.saddle.codegen import ModuleSource, Recipe, cache_directory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,3 +228,46 @@ def test_each_kernel_is_compiled_once_whatever_arrays_the_solver_passes():
     see them in one form, so a new process compiles each once (numba compiles per argument type)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     assert set(_run(ONE_SIGNATURE, env).values()) == {1}
+
+
+AHEAD = """
+import json, sys
+from attnphase.replica.declaration import paper_model
+from attnphase.saddle import ahead
+from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.scan import make_solver
+from attnphase.saddle.settings import SolverSettings
+if sys.argv[1] == "no-worker":
+    ahead.sys.executable = "/nonexistent/python"
+rule = GaussHermite(8)
+solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+module = sys.modules[solver.compiled.prox.kernel.py_func.__module__]
+compiled = {name: len(getattr(module, name).signatures) for name in ahead.KERNEL_ARGUMENTS}
+point = solver.anchor(2.0, solver.branch("semantic"))
+stats = {name: getattr(module, name).stats for name in ahead.IN_WORKER}
+print(json.dumps({
+    "compiled": compiled,
+    "hits": {name: sum(s.cache_hits.values()) for name, s in stats.items()},
+    "misses": {name: sum(s.cache_misses.values()) for name, s in stats.items()},
+    "train_loss": point.train_loss,
+}))
+"""
+
+
+def test_a_new_module_is_compiled_on_both_cores_before_its_first_call(tmp_path):
+    """On an empty cache, making the solver compiles every kernel: the prox and the envelope form here,
+    the score form and the test error in a second process, whose machine code the first calls load from
+    the disk cache. Without the second process (it cannot be started) the same kernels compile at
+    their first call, to the same fixed point."""
+    runs = {}
+    for case in ("worker", "no-worker"):
+        env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(tmp_path / case), "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-c", AHEAD, case], env=env, capture_output=True, text=True, check=True)
+        runs[case] = json.loads(done.stdout)
+    for run in runs.values():  # after making the solver, before any call
+        assert [run["compiled"][name] for name in IN_PROCESS] == [1] * len(IN_PROCESS)
+        assert [run["compiled"][name] for name in IN_WORKER] == [0] * len(IN_WORKER)
+    ahead, alone = runs["worker"], runs["no-worker"]
+    assert set(ahead["hits"].values()) == {1} and set(ahead["misses"].values()) == {0}
+    assert set(alone["hits"].values()) == {0} and set(alone["misses"].values()) == {1}
+    assert alone["train_loss"] == ahead["train_loss"]
