@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import inspect
 import numbers
 import os
