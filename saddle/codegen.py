@@ -255,7 +255,40 @@ def _eliminated(exprs: Sequence[sp.Expr], prefix: str, factor: bool = True) -> t
         return [], []
     optimizations = "basic" if factor else None
     replacements, reduced = sp.cse(exprs, symbols=sp.numbered_symbols(prefix), optimizations=optimizations)
-    return [f"    {s.name} = {_PRINTER.doprint(e)}" for s, e in replacements], [_PRINTER.doprint(e) for e in reduced]
+    return _with_reciprocals(replacements, reduced)
+
+
+def _with_reciprocals(
+    replacements: Sequence[tuple[sp.Symbol, sp.Expr]], reduced: Sequence[sp.Expr]
+) -> tuple[list[str], list[str]]:
+    """The statements and printed results of a common-subexpression elimination, every division by a
+    local ``s`` (a power ``s**-k``) made a product with its reciprocal ``rcp_s = 1.0/s``, computed
+    once after ``s`` (first, for an argument or an exponential): a division costs several
+    multiplications, and a local is typically divided by in several powers (a softmax's ``1/(1 + e)``,
+    ``e/(1 + e)**2``, ``e**2/(1 + e)**4``)."""
+    divisor = [*(e for _, e in replacements), *reduced]
+    bases = sorted(
+        {p.base for e in divisor for p in e.atoms(sp.Pow) if p.base.is_Symbol and p.exp.is_Integer and p.exp < 0},
+        key=lambda b: b.name,
+    )
+    reciprocal = {b: sp.Symbol(f"rcp_{b.name}", real=True) for b in bases}
+
+    def multiplied(expr: sp.Expr) -> sp.Expr:
+        return expr.replace(
+            lambda x: x.is_Pow and x.base in reciprocal and x.exp.is_Integer and x.exp < 0,
+            lambda x: reciprocal[x.base] ** -x.exp,
+        )
+
+    def inverse(base: sp.Symbol) -> str:
+        return f"    {reciprocal[base].name} = 1.0/{base.name}"
+
+    defined = {s for s, _ in replacements}
+    lines = [inverse(b) for b in bases if b not in defined]
+    for s, e in replacements:
+        lines.append(f"    {s.name} = {_PRINTER.doprint(multiplied(e))}")
+        if s in reciprocal:
+            lines.append(inverse(s))
+    return lines, [_PRINTER.doprint(multiplied(e)) for e in reduced]
 
 
 class _Hoisting:

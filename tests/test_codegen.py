@@ -149,6 +149,23 @@ def test_an_exponential_and_its_integer_multiples_are_computed_once(tmp_path, mo
         assert module.f(np.array(point)) == pytest.approx(float(expr.subs(at)), rel=1e-14)
 
 
+def test_a_local_divided_by_in_several_powers_is_inverted_once(tmp_path, monkeypatch):
+    """A softmax's ``1/(1 + e)``, ``e/(1 + e)^2`` and ``e^2/(1 + e)^4``, and ``y/x^3``: one division per
+    divisor, the rest products; the values are the expressions', and a zero divisor still gives ``inf``."""
+    monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
+    x, y = sp.symbols("x y", real=True)
+    e = sp.exp(x * y)
+    expr = 1 / (1 + e) + y * e / (1 + e) ** 2 + e**2 / (1 + e) ** 4 + y / x**3 + y**2 / x
+    source = ModuleSource(prox_dimension=1, constants={})
+    source.scalar("f", [("a", [x, y])], expr)
+    assert source.text.count("/") == 2, source.text  # 1/(1 + e) and 1/x
+    module = source.load()
+    for point in ([0.3, -0.7], [-1.2, 0.4], [2.0, 30.0]):
+        at = dict(zip((x, y), point, strict=True))
+        assert module.f(np.array(point)) == pytest.approx(float(expr.subs(at)), rel=1e-13)
+    assert np.isinf(module.f(np.array([0.0, 1.0])))
+
+
 SOURCE_NAME = """
 import json, sys
 from attnphase.replica.declaration import paper_model
