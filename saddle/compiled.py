@@ -67,7 +67,8 @@ class CompiledSystem:
 
     * ``prox(nodes, params, consts, starts (S, k, N), tol, maxit) -> (z, M, |grad M|)``
       the best of the Newton-refined starts at every node;
-    * ``starts(nodes, params, consts) -> (S, k, N)`` the deterministic starts;
+    * ``starts(nodes, params, consts, first=None) -> (S, k, N)`` the deterministic starts (the ``first``
+      of them if given);
     * ``energetic(z, nodes, weights, params, consts) -> (2 + P,)``:
       ``E[M], E[l], E[dM/dX]`` (envelope form);
     * ``score(z, nodes, weights, params, consts) -> (2 + P,)``: ``E[M], E[l]`` and
@@ -163,12 +164,16 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
     k, n_params = len(z), len(params)
     module = _kernel_module(system)
 
-    starts_flat = _lambdify_vector([nodes, params, consts], [x for start in system.prox_starts for x in start])
     expectations = [system.expectations[s] for s in params]
+    first_starts: dict[int, Callable[..., np.ndarray]] = {}
 
-    def starts(*values: object) -> np.ndarray:
-        flat = starts_flat(*values)
-        return flat.reshape((len(system.prox_starts), k) + flat.shape[1:])
+    def starts(*values: object, first: int | None = None) -> np.ndarray:
+        count = len(system.prox_starts) if first is None else min(first, len(system.prox_starts))
+        if count not in first_starts:
+            chosen = [x for start in system.prox_starts[:count] for x in start]
+            first_starts[count] = _lambdify_vector([nodes, params, consts], chosen)
+        flat = first_starts[count](*values)
+        return flat.reshape((count, k) + flat.shape[1:])
 
     scalar = lambda args, exprs: (lambda f: lambda *a: f(*a)[0])(_lambdify_vector(args, exprs))  # noqa: E731
     entropic_hessian = _lambdify_vector([conj, consts], list(system.entropic_hessian))

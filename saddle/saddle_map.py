@@ -123,9 +123,8 @@ class SaddleMap:
 
     def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
         """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""
-        starts = self.compiled.starts(nodes, point, self.consts)
+        starts = self.compiled.starts(nodes, point, self.consts, first=None if thorough else 2)
         if not thorough:
-            starts = starts[:2]
             warm = self._warm.get(pattern) if self.settings.prox.warm_start else None
             # a pattern met first outside the domain has no fold, and its warm start is then on all nodes
             if warm is not None and warm.shape[1] == nodes.shape[1]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -171,8 +172,13 @@ class Fold:
 
     def unfold_z(self, z_rep: np.ndarray) -> np.ndarray:
         """The prox at every node of the rule from its value at the orbit representatives."""
-        columns = z_rep[:, self.sources]
-        return self.z_sign * np.take_along_axis(columns, self.z_index, axis=0)
+        return self.z_sign * np.ravel(z_rep)[self._z_gather]
+
+    @cached_property
+    def _z_gather(self) -> np.ndarray:
+        """``z_index[:, i] * R + sources[i]`` (``R`` representatives): node ``i``'s prox coordinates as
+        positions in the flattened ``(k, R)`` prox of the representatives, gathered in one step."""
+        return self.z_index * self.representatives.size + self.sources[None, :]
 
     def unfold(self, values: np.ndarray) -> np.ndarray:
         """A quantity invariant under the group (``M*``, ``|grad M|``)."""
