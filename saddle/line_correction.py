@@ -42,6 +42,9 @@ from numpy.polynomial.hermite_e import hermegauss
 from numpy.polynomial.legendre import leggauss
 from scipy.stats import norm
 
+#: Step along the axis of the difference that gives the prox's slope at a node (:meth:`LineCorrection.flagged`).
+SLOPE_STEP = 1e-5
+
 #: ``prox(nodes (D, N), starts (S, k, N)) -> (z (k, N), M (N,))`` at fixed order parameters.
 ProxAt = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -111,20 +114,31 @@ class LineCorrection:
         _, w = self._line
         return self.weights[i] / w[self._grid[self.axis, i]]
 
+    @cached_property
+    def _heavy_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The adjacent pairs ``(i, j)`` whose interval weighs at least ``min_weight`` (the line's Gaussian
+        weight times the larger density at its ends times its width), the width of each, and the nodes
+        at their ends: their indices and those nodes moved by ``SLOPE_STEP`` along the axis (where
+        :meth:`flagged` takes the prox's slope)."""
+        i, j = self.pairs
+        t_i, t_j = self.nodes[self.axis, i], self.nodes[self.axis, j]
+        weight = self.outer_weights(i) / self.label_shares[i] * np.maximum(_gaussian(t_i), _gaussian(t_j)) * (t_j - t_i)
+        heavy = weight >= self.min_weight
+        ends = np.unique(np.concatenate([i[heavy], j[heavy]]))
+        shifted = self.nodes[:, ends]
+        shifted[self.axis] += SLOPE_STEP
+        return i[heavy], j[heavy], (t_j - t_i)[heavy], ends, shifted
+
     def flagged(self, z: np.ndarray, prox: ProxAt) -> tuple[np.ndarray, np.ndarray]:
         """The pairs whose interval holds a feature (see the module docstring)."""
-        i, j = self.pairs
-        shifted = self.nodes.copy()
-        shifted[self.axis] += 1e-5
-        z_shifted, _ = prox(shifted, z[None])
-        slope = (z_shifted - z) / 1e-5
-        t_i, t_j = self.nodes[self.axis, i], self.nodes[self.axis, j]
+        i, j, width, ends, shifted = self._heavy_pairs
+        z_shifted, _ = prox(shifted, z[None, :, ends])
+        slope = np.full(z.shape, np.nan)
+        slope[:, ends] = (z_shifted - z[:, ends]) / SLOPE_STEP
         chord = z[:, j] - z[:, i]
-        mismatch = np.abs(chord - 0.5 * (t_j - t_i) * (slope[:, i] + slope[:, j])).max(axis=0)
+        mismatch = np.abs(chord - 0.5 * width * (slope[:, i] + slope[:, j])).max(axis=0)
         suspicious = mismatch > self.flag_ratio * np.maximum(np.abs(chord).max(axis=0), 1e-3)
-        weight = self.outer_weights(i) / self.label_shares[i] * np.maximum(_gaussian(t_i), _gaussian(t_j)) * (t_j - t_i)
-        keep = suspicious & (weight >= self.min_weight)
-        return i[keep], j[keep]
+        return i[suspicious], j[suspicious]
 
     def __call__(self, z: np.ndarray, values: np.ndarray, prox: ProxAt) -> float:
         """The correction to add to the rule's ``E[M*]``, given the prox ``z`` and ``M*``
