@@ -266,18 +266,16 @@ def _with_reciprocals(
     once after ``s`` (first, for an argument or an exponential): a division costs several
     multiplications, and a local is typically divided by in several powers (a softmax's ``1/(1 + e)``,
     ``e/(1 + e)**2``, ``e**2/(1 + e)**4``)."""
-    divisor = [*(e for _, e in replacements), *reduced]
-    bases = sorted(
-        {p.base for e in divisor for p in e.atoms(sp.Pow) if p.base.is_Symbol and p.exp.is_Integer and p.exp < 0},
-        key=lambda b: b.name,
-    )
+
+    def divides(x: sp.Expr) -> bool:  # a local to a negative integer power
+        return x.is_Pow and x.base.is_Symbol and x.exp.is_Integer and x.exp < 0
+
+    expressions = [*(e for _, e in replacements), *reduced]
+    bases = sorted({p.base for e in expressions for p in e.atoms(sp.Pow) if divides(p)}, key=lambda b: b.name)
     reciprocal = {b: sp.Symbol(f"rcp_{b.name}", real=True) for b in bases}
 
     def multiplied(expr: sp.Expr) -> sp.Expr:
-        return expr.replace(
-            lambda x: x.is_Pow and x.base in reciprocal and x.exp.is_Integer and x.exp < 0,
-            lambda x: reciprocal[x.base] ** -x.exp,
-        )
+        return expr.replace(divides, lambda x: reciprocal[x.base] ** -x.exp)
 
     def inverse(base: sp.Symbol) -> str:
         return f"    {reciprocal[base].name} = 1.0/{base.name}"
