@@ -331,7 +331,8 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     ``Psi_out`` is even: the difference is one-sided (``E[dM/dX](delta) / delta`` within the family, the
     expectation vanishing at zero) and the family has no mixed derivative with any other; both are
     exact to order ``delta^2``. The evaluations start the prox from the point's own (one evaluation
-    with every start there), and a move that leaves the point's zero pattern uses every start."""
+    with every start there); a move that leaves the point's zero pattern uses every declared start,
+    with the point's prox in place of the random directions (:meth:`SaddleMap.prox` with ``around``)."""
     compiled = solver.compiled
     x, alpha = point.values, point.alpha
     families = np.array(solver.families)
@@ -342,12 +343,13 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     deltas = np.where(deltas > 0, deltas, step)
     deltas = np.array([_within_domain(solver, x, j, delta, one_sided=in_held[j]) for j, delta in enumerate(deltas)])
     with np.errstate(all="ignore"):
-        evaluations = [solver.map.evaluate(x, alpha, thorough=True)]  # the warm prox start of the others
+        centre = solver.map.evaluate(x, alpha, thorough=True)  # the warm prox start of the others
+        evaluations = [centre]
         second = np.zeros((x.size, x.size))
         for j, delta in enumerate(deltas):
             moved = np.eye(x.size)[j] * delta
             if in_held[j]:
-                evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=True))
+                evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=True, around=centre))
                 second[:, j] = np.where(families == families[j], evaluations[-1].expectations / delta, 0.0)
                 continue
             evaluations += [solver.map.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]

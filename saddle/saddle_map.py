@@ -88,7 +88,9 @@ class SaddleMap:
         return other
 
     # ------------------------------------------------------------------ the prox
-    def prox(self, params: np.ndarray, thorough: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def prox(
+        self, params: np.ndarray, thorough: bool = True, around: Evaluation | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Global prox at every quadrature node: ``(z (k, N), M (N,), |grad M| (N,))``.
 
         Starts: ``+-omega`` and, if ``thorough``, also the system's other starts
@@ -98,16 +100,25 @@ class SaddleMap:
         exactly to the computed ``M*``. Without ``thorough``, the last thorough prox on the same nodes
         is a start too (``ProxSettings.warm_start``), refined first, so that the others stop where they
         reach its minimum (:func:`saddle.kernels.refine`).
+
+        ``around``: a thorough evaluation on this rule at a point near ``params`` (a difference step
+        away). A thorough prox then starts from its prox, refined first, and the system's starts, in
+        place of the random directions: the basins those found are in ``around``'s prox. (Without
+        random directions the start set is the usual one.)
         """
         point = self.overlaps.kernel_point(params)
         tolerance = self._prox_tolerance(params)
         fold = self.fold(point)
         nodes = self.nodes if fold is None else fold.nodes
         pattern = self.overlaps.zero_pattern(point)
-        starts = self._starts(nodes, point, thorough, pattern)
-        if thorough:
+        if thorough and around is not None and len(self._directions):
+            starts = np.concatenate([self._near(around, fold), self.compiled.starts(nodes, point, self.consts)])
+            z, value, grad = self.prox_from(nodes, point, starts, tolerance)
+        elif thorough:
+            starts = self._starts(nodes, point, thorough, pattern)
             z, value, grad = self._thorough_prox(nodes, point, starts, tolerance)
         else:
+            starts = self._starts(nodes, point, thorough, pattern)
             z, value, grad = self.prox_from(nodes, point, starts, tolerance)
         if thorough and self.settings.prox.warm_start:
             self._warm[pattern] = z
@@ -120,6 +131,13 @@ class SaddleMap:
         ``sqrt(VANISHING_PROBE)`` of its usual scale (:meth:`OverlapGeometry.kernel_point`)."""
         scale = 1.0 if self.overlaps.kernel_point(params) is params else np.sqrt(VANISHING_PROBE)
         return self.settings.prox.gradient_tolerance * scale
+
+    def _near(self, around: Evaluation, fold: Fold | None) -> np.ndarray:
+        """The prox of the evaluation ``around`` as one start ``(1, k, N)`` at the nodes ``fold`` computes
+        the prox on (:meth:`prox`)."""
+        if around.z.shape[1] != self.nodes.shape[1]:
+            raise ValueError("around: an evaluation on another rule than this map's")
+        return (around.z if fold is None else around.z[:, fold.representatives])[None]
 
     def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
         """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""
@@ -217,10 +235,13 @@ class SaddleMap:
         :meth:`OverlapGeometry.kernel_point`)."""
         return self.settings.conjugate_form == "score" and not self.overlaps.vanishes(params)
 
-    def evaluate(self, params: np.ndarray, alpha: float, thorough: bool = True) -> Evaluation:
-        """One application of the saddle-point map at ``params`` (``thorough``: all prox starts); at a
-        vanishing student, its limit (:meth:`OverlapGeometry.kernel_point`)."""
-        z, value, grad = self.prox(params, thorough)
+    def evaluate(
+        self, params: np.ndarray, alpha: float, thorough: bool = True, around: Evaluation | None = None
+    ) -> Evaluation:
+        """One application of the saddle-point map at ``params`` (``thorough``: all prox starts; ``around``:
+        a thorough evaluation nearby whose prox stands in for the random start directions, :meth:`prox`);
+        at a vanishing student, its limit (:meth:`OverlapGeometry.kernel_point`)."""
+        z, value, grad = self.prox(params, thorough, around)
         form = self.compiled.score if self.in_score_form(params) else self.compiled.energetic
         integrals = self.integrated(form, z, params)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)

@@ -155,27 +155,61 @@ def test_random_prox_starts_are_added_beyond_two_prox_coordinates(paper_solver, 
     assert len(declared_only.map._directions) == 0
 
 
-def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(three_token_model):
+def _three_token_solver(model, **prox):
+    rule = GaussHermite(8)
+    return make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule, prox=ProxSettings(**prox)))
+
+
+@pytest.fixture(scope="module")
+def three_token_agnostic(three_token_model):
+    """The three-token declaration's solver (Gauss-Hermite 8) and its agnostic point at alpha = 2."""
+    solver = _three_token_solver(three_token_model)
+    point = solver.anchor(2.0, solver.branch("agnostic"))
+    assert point.converged and point.branch == "agnostic"
+    return solver, point
+
+
+def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(
+    three_token_model, three_token_agnostic
+):
     """At the agnostic point of the three-token declaration at alpha = 2 the declared starts alone
     miss lower minima at some nodes: ``E[M*]`` is lower and ``F`` moves with the default random
     starts. Twelve directions with another seed give the default's ``F`` to the prox's convergence."""
-    rule = GaussHermite(8)
-
-    def solver(**prox):
-        return make_solver(
-            three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule, prox=ProxSettings(**prox))
-        )
-
-    default = solver()
-    point = default.anchor(2.0, default.branch("agnostic"))
-    assert point.converged and point.branch == "agnostic"
+    default, point = three_token_agnostic
     found = default.map.evaluate(point.values, point.alpha)
-    declared = solver(extra_directions=0).map.evaluate(point.values, point.alpha)
+    declared = _three_token_solver(three_token_model, extra_directions=0).map.evaluate(point.values, point.alpha)
     assert found.mean_envelope < declared.mean_envelope - 1e-14
     assert np.abs(found.updated - declared.updated).max() > 1e-9
-    many = solver(extra_directions=12, seed=7).map.evaluate(point.values, point.alpha)
+    many = _three_token_solver(three_token_model, extra_directions=12, seed=7).map.evaluate(point.values, point.alpha)
     np.testing.assert_allclose(many.updated, found.updated, rtol=1e-9, atol=1e-12)
     assert many.mean_envelope == pytest.approx(found.mean_envelope, rel=1e-13)
+
+
+def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random_starts(
+    three_token_model, three_token_agnostic
+):
+    """A thorough evaluation a difference step away from a point, started from the point's prox and
+    the declared starts (``around``) instead of the random directions, has the prox of every start:
+    at the agnostic point of the three-token declaration, where the declared starts alone miss lower
+    minima, each overlap entry moved by the stability's step (1e-2 of its bound) has every node's
+    ``M*`` of the full start set, and its ``F``."""
+    solver, point = three_token_agnostic
+    solver = solver.renewed()
+    declared = _three_token_solver(three_token_model, extra_directions=0)
+    centre = solver.map.evaluate(point.values, point.alpha)
+    bounds = solver.overlaps.overlap_bounds(point.values)
+    overlaps = [i for i, family in enumerate(solver.families) if family in ("m", "theta")]
+    for i in overlaps:
+        assert bounds[i] > 0
+        moved = point.values + 1e-2 * bounds[i] * np.eye(point.values.size)[i]
+        every = solver.map.evaluate(moved, point.alpha)
+        near = solver.map.evaluate(moved, point.alpha, around=centre)
+        np.testing.assert_allclose(near.envelope_values, every.envelope_values, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(near.updated, every.updated, rtol=1e-9, atol=1e-12)
+        missed = declared.map.evaluate(moved, point.alpha).envelope_values - every.envelope_values
+        assert missed.max() > 1e-10  # without the point's prox, lower minima are missed there
+    with pytest.raises(ValueError, match="around"):
+        solver.coarse().map.evaluate(point.values, point.alpha, around=centre)
 
 
 def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):

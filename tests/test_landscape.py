@@ -250,8 +250,8 @@ def test_a_point_without_a_curvature_says_why(paper, positional, monkeypatch):
 
     evaluate = paper.map.evaluate
 
-    def unconverged_prox(params, alpha, thorough=True):
-        return replace(evaluate(params, alpha, thorough), prox_unconverged=3, prox_unconverged_weight=2e-3)
+    def unconverged_prox(params, alpha, thorough=True, around=None):
+        return replace(evaluate(params, alpha, thorough, around), prox_unconverged=3, prox_unconverged_weight=2e-3)
 
     monkeypatch.setattr(paper.map, "evaluate", unconverged_prox)
     flagged = assess(paper, positional)
