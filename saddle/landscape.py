@@ -332,7 +332,8 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     expectation vanishing at zero) and the family has no mixed derivative with any other; both are
     exact to order ``delta^2``. The evaluations start the prox from the point's own (one evaluation
     with every start there); a move that leaves the point's zero pattern uses every declared start,
-    with the point's prox in place of the random directions (:meth:`SaddleMap.prox` with ``around``)."""
+    with the point's prox and its mirror images in place of the random directions (:meth:`SaddleMap.prox`
+    with ``around``)."""
     compiled = solver.compiled
     x, alpha = point.values, point.alpha
     families = np.array(solver.families)

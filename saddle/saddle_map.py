@@ -102,9 +102,11 @@ class SaddleMap:
         reach its minimum (:func:`saddle.kernels.refine`).
 
         ``around``: a thorough evaluation on this rule at a point near ``params`` (a difference step
-        away). A thorough prox then starts from its prox, refined first, and the system's starts, in
-        place of the random directions: the basins those found are in ``around``'s prox. (Without
-        random directions the start set is the usual one.)
+        away). A thorough prox then starts from its prox (refined first), that prox's images under
+        the symmetries of its fold (:meth:`~attnphase.saddle.symmetry.Fold.images`) and the system's
+        starts, in place of the random directions: the basins those found are in ``around``'s prox,
+        and where the move breaks a symmetry, a node on or near a mirror plane may fall into the
+        mirror image of its minimum. (Without random directions the start set is the usual one.)
         """
         point = self.overlaps.kernel_point(params)
         tolerance = self._prox_tolerance(params)
@@ -133,11 +135,13 @@ class SaddleMap:
         return self.settings.prox.gradient_tolerance * scale
 
     def _near(self, around: Evaluation, fold: Fold | None) -> np.ndarray:
-        """The prox of the evaluation ``around`` as one start ``(1, k, N)`` at the nodes ``fold`` computes
-        the prox on (:meth:`prox`)."""
+        """The prox of the evaluation ``around`` and its images under the symmetries of its fold
+        (:meth:`prox`), at the nodes ``fold`` computes the prox on: ``(S, k, N)``."""
         if around.z.shape[1] != self.nodes.shape[1]:
             raise ValueError("around: an evaluation on another rule than this map's")
-        return (around.z if fold is None else around.z[:, fold.representatives])[None]
+        around_fold = self.fold(self.overlaps.kernel_point(around.params))
+        starts = np.stack([around.z, *([] if around_fold is None else around_fold.images(around.z))])
+        return starts if fold is None else starts[:, :, fold.representatives]
 
     def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
         """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""

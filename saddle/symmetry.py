@@ -165,6 +165,14 @@ class Fold:
         the same whichever it met."""
         return [(nodes, sign[:, None] * z[:, nodes][index]) for nodes, index, sign in self.fixed]
 
+    def images(self, z: np.ndarray) -> list[np.ndarray]:
+        """For each element ``g`` of the group that fixes some nodes, ``g`` applied to the prox ``z`` at
+        every node: at a node on ``g``'s mirror plane the other of two tied minima, at a node near it
+        the minimum mirror to ``z``'s, nearly as low (``M(g z; n) = M(z; g n)`` with ``g n`` close to
+        ``n``). Starts of a prox where a small move breaks the group's symmetries
+        (:meth:`SaddleMap.prox` with ``around``)."""
+        return [sign[:, None] * z[index] for _, index, sign in self.fixed]
+
     @property
     def ratio(self) -> float:
         """Nodes per representative."""

@@ -18,6 +18,7 @@ from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.saddle_map import residual_norm
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.settings import ProxSettings, SolverSettings
+from attnphase.saddle.symmetry import Fold
 from attnphase.saddle.validation import ParameterError
 
 
@@ -160,22 +161,13 @@ def _three_token_solver(model, **prox):
     return make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule, prox=ProxSettings(**prox)))
 
 
-@pytest.fixture(scope="module")
-def three_token_agnostic(three_token_model):
-    """The three-token declaration's solver (Gauss-Hermite 8) and its agnostic point at alpha = 2."""
-    solver = _three_token_solver(three_token_model)
-    point = solver.anchor(2.0, solver.branch("agnostic"))
-    assert point.converged and point.branch == "agnostic"
-    return solver, point
-
-
-def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(
-    three_token_model, three_token_agnostic
-):
+def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(three_token_model):
     """At the agnostic point of the three-token declaration at alpha = 2 the declared starts alone
     miss lower minima at some nodes: ``E[M*]`` is lower and ``F`` moves with the default random
     starts. Twelve directions with another seed give the default's ``F`` to the prox's convergence."""
-    default, point = three_token_agnostic
+    default = _three_token_solver(three_token_model)
+    point = default.anchor(2.0, default.branch("agnostic"))
+    assert point.converged and point.branch == "agnostic"
     found = default.map.evaluate(point.values, point.alpha)
     declared = _three_token_solver(three_token_model, extra_directions=0).map.evaluate(point.values, point.alpha)
     assert found.mean_envelope < declared.mean_envelope - 1e-14
@@ -185,29 +177,36 @@ def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_
     assert many.mean_envelope == pytest.approx(found.mean_envelope, rel=1e-13)
 
 
-def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random_starts(
-    three_token_model, three_token_agnostic
-):
-    """A thorough evaluation a difference step away from a point, started from the point's prox and
-    the declared starts (``around``) instead of the random directions, has the prox of every start:
-    at the agnostic point of the three-token declaration, where the declared starts alone miss lower
-    minima, each overlap entry moved by the stability's step (1e-2 of its bound) has every node's
-    ``M*`` of the full start set, and its ``F``."""
-    solver, point = three_token_agnostic
-    solver = solver.renewed()
+def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random_starts(three_token_model, monkeypatch):
+    """A thorough evaluation a difference step away from a point, started from the point's prox, its
+    mirror images and the declared starts (``around``) instead of the random directions, has the prox
+    of every start: at the agnostic point of the three-token declaration at alpha = 1, each overlap
+    entry moved by the stability's step (1e-2 of its bound) has every node's ``M*`` of the full start
+    set, and its ``F``. Without the point's prox lower minima are missed at some nodes, and so they
+    are without the mirror images where the move of theta breaks the tokens' symmetries."""
+    solver = _three_token_solver(three_token_model)
+    point = solver.anchor(1.0, solver.branch("agnostic"))
+    assert point.converged and point.branch == "agnostic"
     declared = _three_token_solver(three_token_model, extra_directions=0)
     centre = solver.map.evaluate(point.values, point.alpha)
     bounds = solver.overlaps.overlap_bounds(point.values)
-    overlaps = [i for i, family in enumerate(solver.families) if family in ("m", "theta")]
-    for i in overlaps:
+    missed: dict[str, tuple[float, float]] = {}
+    for i, (name, family) in enumerate(zip(solver.names, solver.families, strict=True)):
+        if family not in ("m", "theta"):
+            continue
         assert bounds[i] > 0
         moved = point.values + 1e-2 * bounds[i] * np.eye(point.values.size)[i]
         every = solver.map.evaluate(moved, point.alpha)
         near = solver.map.evaluate(moved, point.alpha, around=centre)
         np.testing.assert_allclose(near.envelope_values, every.envelope_values, rtol=0, atol=1e-12)
         np.testing.assert_allclose(near.updated, every.updated, rtol=1e-9, atol=1e-12)
-        missed = declared.map.evaluate(moved, point.alpha).envelope_values - every.envelope_values
-        assert missed.max() > 1e-10  # without the point's prox, lower minima are missed there
+        without_prox = declared.map.evaluate(moved, point.alpha).envelope_values - every.envelope_values
+        with monkeypatch.context() as patch:
+            patch.setattr(Fold, "images", lambda _fold, _z: [])
+            unmirrored = solver.map.evaluate(moved, point.alpha, around=centre).envelope_values - every.envelope_values
+        missed[name] = (without_prox.max(), unmirrored.max())
+    assert max(without_prox for without_prox, _ in missed.values()) > 1e-10
+    assert missed["theta"][1] > 1e-10
     with pytest.raises(ValueError, match="around"):
         solver.coarse().map.evaluate(point.values, point.alpha, around=centre)
 
