@@ -116,12 +116,10 @@ class SaddleMap:
         if thorough and around is not None and len(self._directions):
             starts = np.concatenate([self._near(around, fold), self.compiled.starts(nodes, point, self.consts)])
             z, value, grad = self.prox_from(nodes, point, starts, tolerance)
-        elif thorough:
-            starts = self._starts(nodes, point, thorough, pattern)
-            z, value, grad = self._thorough_prox(nodes, point, starts, tolerance)
         else:
             starts = self._starts(nodes, point, thorough, pattern)
-            z, value, grad = self.prox_from(nodes, point, starts, tolerance)
+            prox = self._thorough_prox if thorough else self.prox_from
+            z, value, grad = prox(nodes, point, starts, tolerance)
         if thorough and self.settings.prox.warm_start:
             self._warm[pattern] = z
         if fold is None:
