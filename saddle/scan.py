@@ -112,12 +112,15 @@ def run_scan(
 
 def _anchor_search(solver: SaddlePointSolver, branch: Branch, traces: dict[str, BranchTrace]):
     """The anchor search for ``branch`` at an alpha (:func:`saddle.switching.anchor`), its rays starting
-    from the converged points at that alpha of the traced branches it contains."""
+    from the converged points at that alpha of the traced branches it contains, on every sheet, lowest
+    sheet first: past a fold a subspace branch has a second point at the same alpha, and the branch
+    may be born from that one alone (where only it is unstable along the family)."""
 
     def search(alpha: float) -> FixedPoint:
         def subspace_points(subspace: Branch) -> list[FixedPoint]:
             trace = traces.get(subspace.name)
-            return [] if trace is None else [p for p in trace.converged() if p.alpha == alpha and p.sheet == 0]
+            here = [] if trace is None else [p for p in trace.converged() if p.alpha == alpha]
+            return sorted(here, key=lambda p: p.sheet)
 
         return anchor(solver, alpha, branch, subspace_points)
 

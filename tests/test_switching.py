@@ -8,12 +8,18 @@ Hessian of the training loss calls it a saddle: the barrier of the first-order t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
+from attnphase.replica.variants import variant
+from attnphase.saddle.continuation import BranchTrace
 from attnphase.saddle.landscape import assess
+from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.switching import along_ray, anchor
 
@@ -97,3 +103,38 @@ def test_the_point_met_on_the_coarse_rule_is_the_one_met_on_the_solvers_own(omeg
     direct = along_ray(own, positional, "theta", solver.branch("mixed"))
     assert refined is not None and direct is not None and refined.converged and direct.converged
     np.testing.assert_allclose(refined.values, direct.values, rtol=1e-6, atol=1e-8)
+
+
+def test_a_branch_born_from_a_subspace_branchs_second_sheet_is_found_from_it(monkeypatch):
+    """The elastic net at omega = 0.15 with the target (0.3, 0.7; 0.8, 0.2), alpha = 1.5: the agnostic
+    branch has two sheets there (a fold near alpha = 1), and only the second (small q) is unstable
+    along m. Where the seeded search misses the positional branch (as it does within that scan), the
+    scan's rays start from the agnostic points on both sheets: from the first alone they find nothing,
+    from the second they descend to a positional point below it in training loss."""
+    model = variant("elastic-net").model({"omega": 0.15, "A": np.array([[0.3, 0.7], [0.8, 0.2]])})
+    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(12)))
+    agnostic = solver.branch("agnostic")
+    first = assess(solver, solver.anchor(1.5, agnostic))
+    second, _ = solver.solve(1.5, agnostic, initial=np.array([0.0043, 0.0, 6.1, 0.0]))
+    second = assess(solver, replace(second, sheet=1))
+    assert first.converged and second.converged and second.branch == first.branch == "agnostic"
+    assert second["q"] < 0.2 * first["q"]
+    assert first.curvature["m"] > 0 > second.curvature["m"]
+
+    seeded = SaddlePointSolver.anchor
+    monkeypatch.setattr(
+        SaddlePointSolver,
+        "anchor",
+        lambda self, alpha, branch: first if branch.name == "positional" else seeded(self, alpha, branch),
+    )
+
+    def positional_points(agnostic_points):
+        traced = {"agnostic": BranchTrace("agnostic", agnostic_points)}
+        traced |= {name: BranchTrace(name, ()) for name in ("semantic", "mixed")}
+        solution = run_scan(solver.renewed(), [1.5], reference_error=0.0, traced=traced, stability=False)
+        return solution.traces["positional"].converged()
+
+    assert positional_points((first,)) == ()
+    (found,) = positional_points((first, second))
+    assert found.branch == "positional" and found["m"] > 0.005
+    assert found.train_loss < second.train_loss
