@@ -15,7 +15,8 @@ first step from an anchor along the branch's tangent there, :meth:`SaddlePointSo
 corrects it with the solver's root search (Newton's method with the map's Jacobian in closed form,
 :class:`~attnphase.saddle.roots.RootFinder`). A failed step is retried from the last point, then halved (up to
 ``max_halvings`` times). If it still fails, the branch is followed in arclength from its last two
-points (:mod:`saddle.arclength`): either the path crosses the target (the step failed for want of a
+points (:mod:`saddle.arclength`; a piece of one point, from it and a point solved as far behind it as
+the target is ahead): either the path crosses the target (the step failed for want of a
 better start, and continuation in alpha goes on from the point solved there, or at the next grid
 alpha if no solve converges at the target), or it turns back at a fold, whose alpha is recorded, and the branch's other
 *sheet* is continued back in alpha from the first grid points the path reaches beyond the fold
@@ -161,6 +162,8 @@ def _sweep(
     while remaining:
         target = remaining.pop(0)
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings, slope)
+        if not solver.on_branch(point, branch) and not point.converged and len(history) == 1:
+            history = [*_behind(solver, branch, history[0], target, slope), *history]
         if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
             passage = continue_past(solver, branch, history, grid or targets, direction)
             if passage.folded:
@@ -185,6 +188,19 @@ def _sweep(
             return found, [BranchEnd(history[-1].alpha, direction, FAILED, point.alpha, point.status, sheet)]
         history.append(keep(point))
     return found, []
+
+
+def _behind(
+    solver: SaddlePointSolver, branch: Branch, point: FixedPoint, target: float, slope: np.ndarray | None
+) -> list[FixedPoint]:
+    """A point of ``branch`` as far behind ``point`` in alpha as ``target`` is ahead of it (half-way
+    to alpha = 0 if that is nearer), predicted along the branch's ``slope`` there; empty if that
+    solve leaves the branch. With it a piece of a single point (an anchor whose first step failed)
+    can be followed in arclength, which tells a fold between the two from a failure. It is not kept."""
+    back = point.alpha - (target - point.alpha)
+    back = back if back > 0 else 0.5 * point.alpha
+    behind, _ = solver.solve(back, branch, initial=_predict([point], back, slope), error_check=False)
+    return [behind] if solver.on_branch(behind, branch) else []
 
 
 def _past_fold(solver, branch, history, passage, on_point, max_halvings, finish, grid, sheet):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
+from attnphase.replica.variants import variant
 from attnphase.saddle import continuation
 from attnphase.saddle.arclength import ArcOutcome, continue_in_constant
 from attnphase.saddle.continuation import FOLD, MERGED, trace_branch
@@ -173,3 +174,25 @@ def test_the_mixed_branch_merges_into_the_positional_one_where_its_theta_curvatu
         assert point.branch == "positional" and point.stable is not None
         signs.append(np.sign(point.curvature["theta"]))
     assert signs == [1, -1]
+
+
+def test_a_piece_of_one_point_next_to_a_fold_ends_at_the_fold_not_in_a_failure():
+    """The lasso at omega = 0.1, sigma = 0.4: the positional branch is born at a saddle-node between
+    alpha = 2.2 and 2.4 (the agnostic point is a minimum along m there, so it is no pitchfork). Anchored
+    at 2.4 alone, the step to 2.2 fails; the piece, a single point, is followed in arclength from it and
+    a point behind it, and ends at a fold inside the step. Past it, the other sheet at 2.4 is a saddle
+    along m above the minimum; solved at fixed alpha beyond the fold, the solver leaves the branch."""
+    model = variant("l1").model({"omega": 0.1, "sigma": 0.4})
+    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(12)))
+    branch = solver.branch("positional")
+    assessor = solver.renewed()
+    trace = trace_branch(solver, branch, [2.2, 2.4], max_anchors=1, finish=lambda p: assess(assessor, p))
+    (fold,) = trace.ends
+    assert fold.kind == FOLD and fold.alpha == 2.4 and 2.2 < fold.at < 2.4
+    assert all(p.converged and p.branch == "positional" for p in trace.points)
+    minimum, saddle = _sheet(trace, 0)[2.4], _sheet(trace, 1)[2.4]
+    assert minimum.stable and minimum.curvature["m"] > 0 > saddle.curvature["m"]
+    assert saddle.train_loss > minimum.train_loss and abs(saddle["m"] - minimum["m"]) > 0.01
+    for alpha in (fold.at - 0.01, fold.at - 0.03):
+        beyond, _ = solver.solve(alpha, branch, initial=minimum.values)
+        assert not solver.on_branch(beyond, branch), alpha
