@@ -9,7 +9,9 @@ the lowest among weights with that overlap, and ``d eps / d s`` vanishes at ``s 
 even in the family). Where it vanishes again at ``s* > 0`` every equation holds: a fixed point with
 the family non-zero. From a minimum (``eps`` rises first) it is the barrier towards another minimum,
 a saddle; from a point unstable along the family (it falls first) it is the minimum the fall ends
-in. ``s`` grows along :data:`RAY`, each solve starting from the secant extrapolation of the two
+in. ``s`` grows along :data:`RAY`, and on along :data:`FALLING` while the ray still falls there (the
+bound is the family's at ``P``, and q grows along a falling ray, so the minimum may lie beyond it),
+each solve starting from the secant extrapolation of the two
 before (order parameters and multipliers; from the last point where that leaves the domain); the
 root is bracketed by the first sign change of the gradient. The first step is verified with every
 prox start, the later ones with the quick starts only, whose warm start carries the basins the first
@@ -41,6 +43,9 @@ from attnphase.saddle.solver import SaddlePointSolver
 
 #: The ray's steps, as fractions of the family's Cauchy-Schwarz bound.
 RAY = (0.005, 0.01, 0.02, 0.04, 0.07, 0.11, 0.16, 0.22, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: The steps beyond ``RAY`` of a ray whose loss still falls at its last step (a fall ends at a fixed
+#: point, the gradient's root, or where no constrained point is found).
+FALLING = (1.0, 1.15, 1.3, 1.5, 1.75, 2.0, 2.3, 2.6, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 
 #: The converged points of a subspace branch a ray may start from, at the anchor's alpha.
@@ -78,37 +83,46 @@ def along_ray(solver: SaddlePointSolver, point: FixedPoint, family: str, target:
     ``None`` if the ray meets none."""
     coarse = solver.coarse()
     if coarse is None:
-        return _follow(solver, point, family, target)
-    rough = _follow(coarse, point, family, target)
-    if rough is None:
+        return _follow(solver, point, family, target)[0]
+    rough, stalled = _follow(coarse, point, family, target)
+    if rough is None and not stalled:
         return None  # the coarse ray meets no point of the branch: neither does this one
-    found, _ = solver.solve(point.alpha, target, initial=rough.values)
-    return found if solver.on_branch(found, target) else _follow(solver, point, family, target)
+    if rough is not None:
+        found, _ = solver.solve(point.alpha, target, initial=rough.values)
+        if solver.on_branch(found, target):
+            return found
+    return _follow(solver, point, family, target)[0]
 
 
-def _follow(solver: SaddlePointSolver, point: FixedPoint, family: str, target: Branch) -> FixedPoint | None:
-    """:func:`along_ray` on ``solver``'s own rule."""
+def _follow(
+    solver: SaddlePointSolver, point: FixedPoint, family: str, target: Branch
+) -> tuple[FixedPoint | None, bool]:
+    """:func:`along_ray` on ``solver``'s own rule, and whether the ray stalled: a constrained solve
+    along it gave no usable gradient before it met the branch or ended (the coarse rule's solves may
+    stall where the solver's own do not)."""
     entries = solver.compiled.system.entries
     index = next(i for i, e in enumerate(entries) if e.family == family and e.entry == (0, 0))
     scale = solver.overlaps.overlap_bounds(point.values)
     bound = float(scale[index])
     if not bound > 0:
-        return None
+        return None, False
     ray = ConstrainedSolver(solver, (solver.names[index],))
     previous: tuple[float, ConstrainedPoint] | None = None
     before: tuple[float, ConstrainedPoint] | None = None
-    for s in RAY:
+    for s in (*RAY, *FALLING):
+        if s > RAY[-1] and previous is not None and previous[1].gradient[0] >= 0:
+            return None, False  # a rising ray that met nothing ends at the last step of RAY
         initial, multipliers = _predicted(solver, ray, s, before, previous, point.values)
         first = previous is None  # verified with every start; the later steps start from its basins too
         here = ray.solve(
             point.alpha, [s * bound], initial, multipliers, correct_kinks=False, gradient_only=True, every_start=first
         )
         if not here.usable_gradient:
-            return None
+            return None, True
         if previous is not None and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
-            return _polish(solver, ray, point.alpha, bound, previous, (s, here), target)
+            return _polish(solver, ray, point.alpha, bound, previous, (s, here), target), False
         before, previous = previous, (s, here)
-    return None
+    return None, False
 
 
 def _predicted(solver, ray, s, before, previous, origin) -> tuple[np.ndarray, np.ndarray | None]:

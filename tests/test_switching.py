@@ -16,7 +16,7 @@ import pytest
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.variants import variant
 from attnphase.saddle.continuation import BranchTrace
-from attnphase.saddle.landscape import assess
+from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver, run_scan
 from attnphase.saddle.settings import SolverSettings
@@ -138,3 +138,26 @@ def test_a_branch_born_from_a_subspace_branchs_second_sheet_is_found_from_it(mon
     (found,) = positional_points((first, second))
     assert found.branch == "positional" and found["m"] > 0.005
     assert found.train_loss < second.train_loss
+
+
+def test_a_falling_ray_is_followed_past_the_familys_bound_at_its_start_to_the_minimum():
+    """The paper's model at omega = 0.5, sigma = 1, lambda = 0.1 with the target (0.3, 0.7; 0.8, 0.2),
+    alpha = 2.4: the agnostic point is unstable along theta, and the training loss at fixed theta
+    still falls at 0.9 times theta's Cauchy-Schwarz bound there (q grows along the ray, and with it
+    the bound). The ray goes on until the fall ends, at the semantic minimum beyond that bound, below
+    the agnostic point in training loss (the coarse rule's ray stalls before it, and the solver's own
+    rule follows it)."""
+    solver = make_solver(
+        paper_model(omega=0.5, sigma=1.0, lam=0.1, A=((0.3, 0.7), (0.8, 0.2))),
+        SolverSettings(quadrature=GaussHermite(12)),
+    )
+    agnostic = assess(solver, solver.anchor(2.4, solver.branch("agnostic")))
+    assert agnostic.converged and agnostic.curvature["theta"] < 0
+    bound = float(solver.overlaps.overlap_bounds(agnostic.values)[solver.names.index("theta")])
+    at_edge = ConstrainedSolver(solver, ("theta",)).solve(2.4, [0.9 * bound], agnostic.values)
+    assert at_edge.converged and at_edge.gradient[0] < 0
+
+    semantic = along_ray(solver, agnostic, "theta", solver.branch("semantic"))
+    assert semantic is not None and semantic.converged and semantic.branch == "semantic"
+    assert semantic["theta"] > bound and semantic.train_loss < at_edge.train_loss < agnostic.train_loss
+    assert assess(solver, semantic).stable
