@@ -179,9 +179,10 @@ def critical_alpha(
     high_branch: tuple[Branch, BranchTrace],
     xtol: float = 1e-7,
 ) -> Threshold:
-    """Alpha where ``eps_t(high_branch) - eps_t(low_branch)`` changes sign from + to -
-    (NaN, with the reason in ``note``, if there is no crossing or a solve inside the
-    bracket fails)."""
+    """Alpha where ``eps_t(high_branch) - eps_t(low_branch)`` changes sign from + to -: between two
+    grid alphas where both branches have points, or else inside the grid step where the high branch
+    begins already below the low one (:func:`_crossing_after_birth`). NaN, with the reason in
+    ``note``, if there is no crossing or a solve inside the bracket fails."""
     (b_low, t_low), (b_high, t_high) = low_branch, high_branch
     low, high = _by_alpha(t_low), _by_alpha(t_high)
     common = sorted(set(low) & set(high))
@@ -191,6 +192,9 @@ def critical_alpha(
             a, b = common[i], common[i + 1]
             break
     else:
+        born = _crossing_after_birth(solver, low_branch, high_branch, xtol)
+        if born is not None:
+            return born
         return Threshold(
             "alpha_c", float("nan"), None, "no crossing of the training losses in the scanned range", ABSENT
         )
@@ -201,6 +205,56 @@ def critical_alpha(
     except RuntimeError as error:
         return Threshold("alpha_c", float("nan"), (a, b), f"not resolved inside the bracket: {error}", UNRESOLVED)
     return Threshold("alpha_c", value, (a, b), f"{b_high.name} eps_t crosses below {b_low.name}")
+
+
+#: Bisections locating where a branch begins inside a grid step (:func:`_crossing_after_birth`).
+BIRTH_BISECTIONS = 6
+
+
+def _crossing_after_birth(
+    solver: SaddlePointSolver,
+    low_branch: tuple[Branch, BranchTrace],
+    high_branch: tuple[Branch, BranchTrace],
+    xtol: float,
+) -> Threshold | None:
+    """alpha_c inside the grid step where the high branch begins, if it lies there: the high branch's
+    first point ``c`` is already below the low branch, the low branch has a point at the grid alpha
+    ``g`` before it, and the high branch, continued down from ``c``, begins above the low one. Where it
+    begins is bisected (:data:`BIRTH_BISECTIONS` times) between ``g`` and ``c``; the crossing is the root
+    of the training losses' difference between there and ``c``. ``None`` if it is not such a step."""
+    (b_low, t_low), (b_high, t_high) = low_branch, high_branch
+    low, high = _by_alpha(t_low), _by_alpha(t_high)
+    if not high or min(high) not in low:
+        return None
+    c = min(high)
+    before = [x for x in low if x < c]
+    if not before or high[c].train_loss > low[c].train_loss:
+        return None
+    g = max(before)
+    solve_high = _BranchSolver(solver, b_high, high[c], high[c])
+    solve_low = _BranchSolver(solver, b_low, low[g], low[c])
+    absent, present = g, c
+    if solve_high.on_branch(g) is not None:
+        present = g
+    else:
+        for _ in range(BIRTH_BISECTIONS):
+            middle = 0.5 * (absent + present)
+            if solve_high.on_branch(middle) is not None:
+                present = middle
+            else:
+                absent = middle
+
+    def difference(x: float) -> float:
+        return solve_high(x).train_loss - solve_low(x).train_loss
+
+    try:
+        if not difference(present) > 0:
+            return None
+        value = float(brentq(difference, present, c, xtol=xtol, rtol=1e-12))
+    except RuntimeError as error:
+        return Threshold("alpha_c", float("nan"), (g, c), f"not resolved inside the bracket: {error}", UNRESOLVED)
+    note = f"{b_high.name} eps_t crosses below {b_low.name} (the {b_high.name} branch begins at alpha ~ {present:.4g})"
+    return Threshold("alpha_c", value, (g, c), note)
 
 
 @dataclass(frozen=True)

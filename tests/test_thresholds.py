@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
+from attnphase.replica.declaration import paper_model
 from attnphase.replica.variants import VARIANTS
 from attnphase.saddle.continuation import BranchTrace
 from attnphase.saddle.landscape import ConstrainedSolver
 from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.scan import make_solver, run_scan
 from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.thresholds import change_of_minimum, linear_threshold
 
@@ -155,3 +156,21 @@ def test_the_agnostic_anchor_is_the_finite_student_where_both_exist(lasso):
     assert solver.on_branch(found, solver.branch("agnostic"))
     assert found.values[solver.names.index("q")] > 0.1
     assert found.train_loss < 0.5 * vanishing.train_loss
+
+
+def test_alpha_c_inside_the_grid_step_where_the_high_branch_begins():
+    """The paper's model at omega = 0.1, sigma = 0.3, lambda = 0.001 with the target (0.3, 0.7; 0.8,
+    0.2): the semantic branch begins near alpha = 0.47 and is already below the positional one at its
+    first grid point, 0.6, of the grid 0.4, 0.6, 0.8, so no two common grid alphas bracket alpha_c.
+    Found from the semantic branch's beginning inside the step, it equals alpha_c found the ordinary
+    way on a grid whose common alphas bracket it (0.5, 0.52, 0.54, 0.6)."""
+    solver = make_solver(
+        paper_model(omega=0.1, sigma=0.3, lam=0.001, A=((0.3, 0.7), (0.8, 0.2))),
+        SolverSettings(quadrature=GaussHermite(12)),
+    )
+    coarse = run_scan(solver.renewed(), [0.4, 0.6, 0.8], reference_error=0.0, stability=False)
+    assert [p.alpha for p in coarse.traces["semantic"].converged()][0] == 0.6
+    fine = run_scan(solver.renewed(), [0.5, 0.52, 0.54, 0.6], reference_error=0.0, stability=False)
+    assert fine.alpha_c.status == coarse.alpha_c.status == "found"
+    assert fine.alpha_c.bracket == (0.5, 0.52) and coarse.alpha_c.bracket == (0.4, 0.6)
+    assert abs(coarse.alpha_c.value - fine.alpha_c.value) < 1e-6
