@@ -162,9 +162,10 @@ def _sweep(
     while remaining:
         target = remaining.pop(0)
         point, jacobian = _step(solver, branch, history, target, jacobian, max_halvings, slope)
-        if not solver.on_branch(point, branch) and not point.converged and len(history) == 1:
+        failed = not solver.on_branch(point, branch) and not point.converged
+        if failed and len(history) == 1:
             history = [*_behind(solver, branch, history[0], target, slope), *history]
-        if not solver.on_branch(point, branch) and not point.converged and len(history) >= 2:
+        if failed and len(history) >= 2:
             passage = continue_past(solver, branch, history, grid or targets, direction)
             if passage.folded:
                 if point.branch == branch.name and direction * (passage.fold - target) > 0:

@@ -192,7 +192,7 @@ def critical_alpha(
             a, b = common[i], common[i + 1]
             break
     else:
-        born = _crossing_after_birth(solver, low_branch, high_branch, xtol)
+        born = _crossing_after_birth(solver, (b_low, low), (b_high, high), xtol)
         if born is not None:
             return born
         return Threshold(
@@ -207,53 +207,35 @@ def critical_alpha(
     return Threshold("alpha_c", value, (a, b), f"{b_high.name} eps_t crosses below {b_low.name}")
 
 
-#: Bisections locating where a branch begins inside a grid step (:func:`_crossing_after_birth`).
-BIRTH_BISECTIONS = 6
-
-
 def _crossing_after_birth(
     solver: SaddlePointSolver,
-    low_branch: tuple[Branch, BranchTrace],
-    high_branch: tuple[Branch, BranchTrace],
+    low: tuple[Branch, dict[float, FixedPoint]],
+    high: tuple[Branch, dict[float, FixedPoint]],
     xtol: float,
 ) -> Threshold | None:
     """alpha_c inside the grid step where the high branch begins, if it lies there: the high branch's
-    first point ``c`` is already below the low branch, the low branch has a point at the grid alpha
-    ``g`` before it, and the high branch, continued down from ``c``, begins above the low one. Where it
-    begins is bisected (:data:`BIRTH_BISECTIONS` times) between ``g`` and ``c``; the crossing is the root
-    of the training losses' difference between there and ``c``. ``None`` if it is not such a step."""
-    (b_low, t_low), (b_high, t_high) = low_branch, high_branch
-    low, high = _by_alpha(t_low), _by_alpha(t_high)
-    if not high or min(high) not in low:
+    first point ``c`` is already below the low branch, which has a point at the grid alpha ``g`` before
+    it. The change of minimum between ``g`` and ``c`` (:func:`change_of_minimum`, the high branch
+    continued down from ``c`` and absent where it does not converge) is a crossing if the high branch
+    exists just below it; if it does not, the high branch begins below the low one and there is no
+    crossing. ``None`` if it is not such a step or there is no crossing; each branch is given with its
+    converged points by alpha."""
+    (b_low, low_points), (b_high, high_points) = low, high
+    if not high_points or min(high_points) not in low_points:
         return None
-    c = min(high)
-    before = [x for x in low if x < c]
-    if not before or high[c].train_loss > low[c].train_loss:
+    c = min(high_points)
+    before = [x for x in low_points if x < c]
+    if not before or high_points[c].train_loss > low_points[c].train_loss:
         return None
     g = max(before)
-    solve_high = _BranchSolver(solver, b_high, high[c], high[c])
-    solve_low = _BranchSolver(solver, b_low, low[g], low[c])
-    absent, present = g, c
-    if solve_high.on_branch(g) is not None:
-        present = g
-    else:
-        for _ in range(BIRTH_BISECTIONS):
-            middle = 0.5 * (absent + present)
-            if solve_high.on_branch(middle) is not None:
-                present = middle
-            else:
-                absent = middle
-
-    def difference(x: float) -> float:
-        return solve_high(x).train_loss - solve_low(x).train_loss
-
     try:
-        if not difference(present) > 0:
-            return None
-        value = float(brentq(difference, present, c, xtol=xtol, rtol=1e-12))
+        value = change_of_minimum(solver, low, high, g, c, xtol)
+        below = _BranchSolver.inside(solver, *high, g, c).on_branch(max(g, value - 10 * xtol))
     except RuntimeError as error:
         return Threshold("alpha_c", float("nan"), (g, c), f"not resolved inside the bracket: {error}", UNRESOLVED)
-    note = f"{b_high.name} eps_t crosses below {b_low.name} (the {b_high.name} branch begins at alpha ~ {present:.4g})"
+    if below is None:
+        return None
+    note = f"{b_high.name} eps_t crosses below {b_low.name} inside the step where it begins"
     return Threshold("alpha_c", value, (g, c), note)
 
 
