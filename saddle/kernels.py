@@ -285,15 +285,19 @@ def refine(z, a, tol, maxit, gh, gh_trial, trial, step, work, minima, minima_val
 
 
 def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover - compiled
-    """``(z (K, N), M (N,), |grad M| (N,))``: the lowest of the refined ``starts (S, K, N)``; at a
-    node where no start gives a finite value, ``z`` is NaN, ``M`` infinite and the gradient infinite
-    (counted as an unconverged prox). The starts are refined in order, and one that reaches a minimum an
-    earlier start ended in stops there (:func:`refine`): put the start nearest the prox first."""
+    """``(z (K, N), M (N,), |grad M| (N,), minima (S, K, N))``: the lowest of the refined ``starts (S, K, N)``,
+    and every distinct minimum the starts converged to at each node, the lowest first and NaN in the
+    slots left over (the starts of a later prox nearby: every basin found here, followed). At a node
+    where no start gives a finite value, ``z`` is NaN, ``M`` infinite and the gradient infinite (counted
+    as an unconverged prox). The starts are refined in order, and one that reaches a minimum an earlier
+    start ended in stops there (:func:`refine`): put the start nearest the prox first. A start with a
+    non-finite first coordinate is skipped."""
     n_starts, _, n = starts.shape
     dimension = nodes.shape[0]
     z_best = np.full((K, n), np.nan)
     v_best = np.empty(n)
     g_best = np.full(n, np.inf)
+    found = np.full((n_starts, K, n), np.nan)
     n_blocks = (n + BLOCK - 1) // BLOCK
     for b in numba.prange(n_blocks):
         node = np.empty(dimension)
@@ -310,8 +314,11 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
             _column(nodes, i, node)
             node_terms(node, params, consts, a)
             best = np.inf
+            lowest = -1
             count = 0
             for s in range(n_starts):
+                if not np.isfinite(starts[s, 0, i]):
+                    continue
                 for j in range(K):
                     z[j] = starts[s, j, i]
                 value, gmax, merged = refine(
@@ -326,11 +333,20 @@ def prox_kernel(nodes, params, consts, starts, tol, maxit):  # pragma: no cover 
                     count += 1
                 if value < best:
                     best = value
+                    lowest = count - 1 if gmax <= tol else -1
                     for j in range(K):
                         z_best[j, i] = z[j]
                     g_best[i] = gmax
             v_best[i] = best
-    return z_best, v_best, g_best
+            for j in range(K):
+                found[0, j, i] = z_best[j, i]
+            slot = 1
+            for m in range(count):
+                if m != lowest and slot < n_starts:  # a start that is no minimum may hold slot 0
+                    for j in range(K):
+                        found[slot, j, i] = minima[m, j]
+                    slot += 1
+    return z_best, v_best, g_best, found
 
 
 # ---------------------------------------------------------------- weighted sums over nodes

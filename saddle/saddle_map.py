@@ -30,6 +30,16 @@ PROX_GRADIENT_TOLERANCE = 1e-7
 
 #: Thorough proxes a map and its renewed copies remember (:meth:`SaddleMap._thorough_prox`).
 THOROUGH_MEMORY = 4
+#: A prox at every node with every distinct minimum found there: ``(z (k, N), M (N,), |grad M| (N,),
+#: minima (S, k, N))`` (:func:`saddle.kernels.prox_kernel`).
+Minimised = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _slots_used(minima: np.ndarray) -> int:
+    """The number of leading slots of ``minima (S, k, N)`` that hold a minimum at some node."""
+    used = np.flatnonzero(np.isfinite(minima[:, 0, :]).any(axis=1))
+    return int(used[-1]) + 1 if used.size else 1
+
 
 #: The scaled residual (:class:`ScaledResidual`) where ``F`` is not finite or the point is outside the domain.
 OUTSIDE_DOMAIN = 1e6
@@ -67,8 +77,8 @@ class SaddleMap:
         directions = rng.standard_normal((settings.prox.directions(k), k))
         self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
         self._folds: dict[tuple[bool, ...], Fold | None] = {}
-        self._warm: dict[tuple[bool, ...], np.ndarray] = {}  # last thorough prox per zero pattern
-        self._thorough: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._warm: dict[tuple[bool, ...], np.ndarray] = {}  # the last thorough prox's minima per zero pattern
+        self._thorough: dict[tuple[bytes, bytes], Minimised] = {}
         self._lines: LineCorrection | None = None
 
     def renewed(self) -> SaddleMap:
@@ -93,13 +103,17 @@ class SaddleMap:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Global prox at every quadrature node: ``(z (k, N), M (N,), |grad M| (N,))``.
 
-        Starts: ``+-omega`` and, if ``thorough``, also the system's other starts
-        (:func:`replica.saddle_equations._prox_starts`) and ``+-omega +- sqrt(V) u_j`` for
+        Starts, if ``thorough``: the system's starts (:func:`replica.saddle_equations._prox_starts`, the
+        first two ``+-omega``) and ``+-omega +- sqrt(V) u_j`` for
         :meth:`~attnphase.saddle.settings.ProxSettings.directions` fixed unit vectors ``u_j``. The start
         set is closed under ``z -> -z`` and ``omega -> -omega``, so the symmetries of ``M`` carry over
-        exactly to the computed ``M*``. Without ``thorough``, the last thorough prox on the same nodes
-        is a start too (``ProxSettings.warm_start``), refined first, so that the others stop where they
-        reach its minimum (:func:`saddle.kernels.refine`).
+        exactly to the computed ``M*``. Without ``thorough`` (the quick map of a root search or of a
+        Hessian's differences), the starts are ``+-omega`` after every distinct minimum the last thorough
+        prox on the same nodes found at each node, its lowest first (``ProxSettings.warm_start``;
+        :func:`saddle.kernels.prox_kernel`), where ``+-omega`` stop once they reach one of those. The
+        minima follow every basin the thorough starts found, so a node whose lowest minimum moves to
+        another of them is seen to; ``+-omega`` find a basin born since. Either alone misses basins the
+        thorough starts find (tests/test_landscape.py).
 
         ``around``: a thorough evaluation on this rule at a point near ``params`` (a difference step
         away). A thorough prox then starts from its prox (refined first), that prox's images under
@@ -115,13 +129,14 @@ class SaddleMap:
         pattern = self.overlaps.zero_pattern(point)
         if thorough and around is not None and len(self._directions):
             starts = np.concatenate([self._near(around, fold), self.compiled.starts(nodes, point, self.consts)])
-            z, value, grad = self.prox_from(nodes, point, starts, tolerance)
+            found = self._minimised(nodes, point, starts, tolerance)
         else:
             starts = self._starts(nodes, point, thorough, pattern)
-            prox = self._thorough_prox if thorough else self.prox_from
-            z, value, grad = prox(nodes, point, starts, tolerance)
+            prox = self._thorough_prox if thorough else self._minimised
+            found = prox(nodes, point, starts, tolerance)
+        z, value, grad, minima = found
         if thorough and self.settings.prox.warm_start:
-            self._warm[pattern] = z
+            self._warm[pattern] = minima[: _slots_used(minima)]
         if fold is None:
             return z, value, grad
         return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
@@ -143,13 +158,14 @@ class SaddleMap:
 
     def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
         """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""
-        starts = self.compiled.starts(nodes, point, self.consts, first=None if thorough else 2)
         if not thorough:
+            probes = self.compiled.starts(nodes, point, self.consts, first=2)
             warm = self._warm.get(pattern) if self.settings.prox.warm_start else None
             # a pattern met first outside the domain has no fold, and its warm start is then on all nodes
-            if warm is not None and warm.shape[1] == nodes.shape[1]:
-                starts = np.concatenate([warm[None], starts])  # first: the others stop where they reach it
-            return starts
+            if warm is not None and warm.shape[2] == nodes.shape[1]:
+                return np.concatenate([warm, probes])  # first: the probes stop where they reach a known basin
+            return probes
+        starts = self.compiled.starts(nodes, point, self.consts)
         if len(self._directions):
             omega = starts[0]
             scale = np.sqrt(self.overlaps.largest_response(point))
@@ -157,16 +173,14 @@ class SaddleMap:
             starts = np.concatenate([starts, np.stack(shifted), -np.stack(shifted)])
         return starts
 
-    def _thorough_prox(
-        self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`prox_from` with every start, remembered for the last ``THOROUGH_MEMORY`` points: it depends
+    def _thorough_prox(self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float) -> Minimised:
+        """:meth:`_minimised` with every start, remembered for the last ``THOROUGH_MEMORY`` points: it depends
         on the point and the constants only (the starts are fixed), so the stability assessment of a
         point just verified, or a point verified twice, costs no second prox. The memory is shared with
         the map's renewed copies (:meth:`renewed`), whose results it therefore does not change."""
         key = (params.tobytes(), self.consts.tobytes())
         if key not in self._thorough:
-            found = self.prox_from(nodes, params, starts, tolerance)
+            found = self._minimised(nodes, params, starts, tolerance)
             for array in found:
                 array.setflags(write=False)  # shared by every caller
             self._thorough[key] = found
@@ -179,6 +193,12 @@ class SaddleMap:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The best of Newton refined from ``starts (S, k, N)`` at ``nodes (D, N)`` to a gradient of
         ``tolerance`` (by default ``ProxSettings.gradient_tolerance``): ``(z, M, |grad M|)``."""
+        return self._minimised(nodes, params, starts, tolerance)[:3]
+
+    def _minimised(
+        self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float | None = None
+    ) -> Minimised:
+        """:meth:`prox_from` and every distinct minimum found at each node (:func:`saddle.kernels.prox_kernel`)."""
         s = self.settings.prox
         return self.compiled.prox(
             np.ascontiguousarray(nodes),
@@ -225,7 +245,7 @@ class SaddleMap:
         def envelope(z: np.ndarray, nodes: np.ndarray) -> np.ndarray:
             starts = np.ascontiguousarray(z, dtype=float)[None]
             columns = np.ascontiguousarray(nodes, dtype=float)
-            _, values, _ = self.compiled.prox(columns, params, self.consts, starts, 0.0, 0)
+            _, values, _, _ = self.compiled.prox(columns, params, self.consts, starts, 0.0, 0)
             return values
 
         return envelope

@@ -24,10 +24,11 @@ RANDOM_STARTS_ABOVE = 2
 class ProxSettings:
     """Multi-start policy and tolerances of the global prox (:mod:`saddle.kernels`).
 
-    ``warm_start``: the quick evaluations of a root search (:meth:`SaddleMap.prox` with
-    ``thorough=False``) also start from the prox of the last thorough evaluation on the same nodes,
-    so that they find the basins the thorough starts found nearby. Every point is still verified by a
-    thorough evaluation from the fixed starts alone (:meth:`~attnphase.saddle.solver.SaddlePointSolver.observe`).
+    ``warm_start``: the quick evaluations of a root search or a Hessian's differences
+    (:meth:`SaddleMap.prox` with ``thorough=False``) also start from every distinct minimum the last
+    thorough evaluation on the same nodes found at each node, so that they follow the basins the
+    thorough starts found nearby. Every point is still verified by a thorough evaluation from the fixed
+    starts alone (:meth:`~attnphase.saddle.solver.SaddlePointSolver.observe`).
 
     ``extra_directions``: the number of random unit vectors ``u_j`` (drawn with ``seed``) whose shifts
     ``+-omega +- sqrt(V) u_j`` are thorough starts too; ``None`` (the default) takes
