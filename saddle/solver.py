@@ -188,17 +188,18 @@ class SaddlePointSolver:
 
         The point is first searched on the coarse rule (:meth:`coarse`) and refined on this one; if
         the coarse search finds no point of the branch, the point it found is refined and returned
-        (the search is not repeated on this rule), and if its refinement leaves the branch, or the
-        coarse search found the vanishing student (an invariant set of the map, which a refinement
-        from it cannot leave), the search is repeated on this rule. A search tries informed starts in
+        (the search is not repeated on this rule) if the refinement converges, and if its refinement
+        leaves the branch or does not converge, or the coarse search found the vanishing student (an
+        invariant set of the map, which a refinement from it cannot leave), the search is repeated on
+        this rule. A search tries informed starts in
         turn until one converges onto the branch: the fully symmetric point (all overlaps zero, a
         fixed point of every branch's subspace) with the branch's overlaps seeded at each of
         ``branch.seeds`` times their Cauchy-Schwarz bound, then the generic guess seeded the same way;
         it does so for each way to put the seeds on the student's columns
         (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and returns the point of lowest training
         loss among those it finds on the branch. If none lands on the branch, the best point found is
-        returned, labelled by what it converged to. Only the point returned is checked for its
-        quadrature error (:meth:`checked`).
+        returned, labelled by what it converged to, and if none converges, the symmetric point (if that
+        has). Only the point returned is checked for its quadrature error (:meth:`checked`).
         """
         return self.checked(self._anchored(alpha, branch))
 
@@ -209,7 +210,7 @@ class SaddlePointSolver:
         # refined from it stays there, so where the coarse search found it this rule searches afresh
         if rough is not None and not self.overlaps.vanishes(rough.values):
             point, _ = self.solve(alpha, branch, initial=rough.values, error_check=False)
-            if self.on_branch(point, branch) or not coarse.on_branch(rough, branch):
+            if self.on_branch(point, branch) or (point.converged and not coarse.on_branch(rough, branch)):
                 return point  # the coarse search found no point of the branch: neither does this one
         parent = self.symmetric_point(alpha)
         if not self.overlaps.free_families(branch):
@@ -226,6 +227,8 @@ class SaddlePointSolver:
                     break
         if found:
             return min(found, key=lambda p: p.train_loss)
+        if parent.converged and not any(p.converged for p in tried):
+            return parent  # where every search stalls, the point they started from, converged
         return min(tried, key=lambda p: (not p.converged, p.residual))  # labelled by what it converged to
 
     def solve(

@@ -161,3 +161,16 @@ def test_a_falling_ray_is_followed_past_the_familys_bound_at_its_start_to_the_mi
     assert semantic is not None and semantic.converged and semantic.branch == "semantic"
     assert semantic["theta"] > bound and semantic.train_loss < at_edge.train_loss < agnostic.train_loss
     assert assess(solver, semantic).stable
+
+
+def test_where_every_seeded_search_stalls_the_anchor_is_the_converged_symmetric_point():
+    """L1 at omega 0.1, sigma 0.4: the positional branch exists only above its fold at alpha 2.33, and
+    at alpha 1.4 every seeded search for the mixed branch, on the coarse rule and on the solver's own,
+    stalls near m = 0.17 (residual about 1e-2, a ghost of the branch past its fold). The anchor is
+    then the symmetric point, converged (the agnostic one), and not a stalled iterate that a scan
+    would report as a flagged row of a branch that does not exist there."""
+    model = variant("l1").model({"omega": 0.1, "sigma": 0.4})
+    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12)))
+    point = solver.anchor(1.4, solver.branch("mixed"))
+    assert point.converged and point.branch == "agnostic"
+    np.testing.assert_allclose(point.values, solver.symmetric_point(1.4).values, rtol=1e-7, atol=1e-9)
