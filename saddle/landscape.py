@@ -330,10 +330,10 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     bound (an overlap) or ``SMOOTHING_STEP`` times its magnitude (``q``, ``V``). In a family that is zero at the point,
     ``Psi_out`` is even: the difference is one-sided (``E[dM/dX](delta) / delta`` within the family, the
     expectation vanishing at zero) and the family has no mixed derivative with any other; both are
-    exact to order ``delta^2``. The evaluations start the prox from the point's own (one evaluation
-    with every start there); a move that leaves the point's zero pattern uses every declared start,
-    with the point's prox and its mirror images in place of the random directions (:meth:`SaddleMap.prox`
-    with ``around``)."""
+    exact to order ``delta^2``. The evaluations are quick ones, their prox started from every minimum
+    the point's own (one evaluation with every start there) found at each node, then from ``+-omega``;
+    a move that leaves the point's zero pattern also from those minima's mirror images
+    (:meth:`SaddleMap.prox` with ``around``)."""
     compiled = solver.compiled
     x, alpha = point.values, point.alpha
     families = np.array(solver.families)
@@ -350,7 +350,7 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
         for j, delta in enumerate(deltas):
             moved = np.eye(x.size)[j] * delta
             if in_held[j]:
-                evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=True, around=centre))
+                evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=False, around=centre))
                 second[:, j] = np.where(families == families[j], evaluations[-1].expectations / delta, 0.0)
                 continue
             evaluations += [solver.map.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]

@@ -59,6 +59,8 @@ class Evaluation:
     z: np.ndarray  # the prox at every node
     envelope_values: np.ndarray  # M* at every node
     expectations: np.ndarray  # E[dM/dX at prox] per order parameter (in the settings' conjugate form)
+    # a thorough evaluation's distinct minima per node (S, k, N) on its fold's representatives, else None
+    minima: np.ndarray | None = None
 
 
 class SaddleMap:
@@ -116,30 +118,41 @@ class SaddleMap:
         thorough starts find (tests/test_landscape.py).
 
         ``around``: a thorough evaluation on this rule at a point near ``params`` (a difference step
-        away). A thorough prox then starts from its prox (refined first), that prox's images under
-        the symmetries of its fold (:meth:`~attnphase.saddle.symmetry.Fold.images`) and the system's
-        starts, in place of the random directions: the basins those found are in ``around``'s prox,
-        and where the move breaks a symmetry, a node on or near a mirror plane may fall into the
-        mirror image of its minimum. (Without random directions the start set is the usual one.)
+        away, which may leave its zero pattern). The prox then starts from every minimum ``around``'s
+        prox found at each node and their images under the symmetries of its fold
+        (:meth:`~attnphase.saddle.symmetry.Fold.images`), refined first, then from the system's starts
+        if ``thorough`` (in place of the random directions; without random directions a thorough
+        prox has its usual starts), else from ``+-omega``: the basins the thorough starts found are
+        among ``around``'s minima, and where the move breaks a symmetry, a node on or near a mirror
+        plane may fall into the mirror image of its minimum.
         """
+        z, value, grad, _ = self._prox_and_minima(params, thorough, around)
+        return z, value, grad
+
+    def _prox_and_minima(
+        self, params: np.ndarray, thorough: bool, around: Evaluation | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`prox` and the distinct minima its starts found at each node, on the representatives of
+        the fold at ``params`` (``(S, k, N)``, the lowest first; :func:`saddle.kernels.prox_kernel`)."""
         point = self.overlaps.kernel_point(params)
         tolerance = self._prox_tolerance(params)
         fold = self.fold(point)
         nodes = self.nodes if fold is None else fold.nodes
         pattern = self.overlaps.zero_pattern(point)
-        if thorough and around is not None and len(self._directions):
-            starts = np.concatenate([self._near(around, fold), self.compiled.starts(nodes, point, self.consts)])
-            found = self._minimised(nodes, point, starts, tolerance)
+        if around is not None and (len(self._directions) or not thorough):
+            declared = self.compiled.starts(nodes, point, self.consts, first=None if thorough else 2)
+            found = self._minimised(nodes, point, np.concatenate([self._near(around, fold), declared]), tolerance)
         else:
             starts = self._starts(nodes, point, thorough, pattern)
             prox = self._thorough_prox if thorough else self._minimised
             found = prox(nodes, point, starts, tolerance)
         z, value, grad, minima = found
+        minima = minima[: _slots_used(minima)]
         if thorough and self.settings.prox.warm_start:
-            self._warm[pattern] = minima[: _slots_used(minima)]
+            self._warm[pattern] = minima
         if fold is None:
-            return z, value, grad
-        return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad)
+            return z, value, grad, minima
+        return fold.unfold_z(z), fold.unfold(value), fold.unfold(grad), minima
 
     def _prox_tolerance(self, params: np.ndarray) -> float:
         """The prox's gradient tolerance at ``params``: at a vanishing student the prox moves by about
@@ -148,13 +161,20 @@ class SaddleMap:
         return self.settings.prox.gradient_tolerance * scale
 
     def _near(self, around: Evaluation, fold: Fold | None) -> np.ndarray:
-        """The prox of the evaluation ``around`` and its images under the symmetries of its fold
-        (:meth:`prox`), at the nodes ``fold`` computes the prox on: ``(S, k, N)``."""
+        """Every minimum the prox of the thorough evaluation ``around`` found at each node, each followed
+        by its images under the symmetries of ``around``'s fold (:meth:`prox`), at the nodes ``fold``
+        computes the prox on: ``(S, k, N)``."""
         if around.z.shape[1] != self.nodes.shape[1]:
             raise ValueError("around: an evaluation on another rule than this map's")
+        if around.minima is None:
+            raise ValueError("around: an evaluation with every prox start (thorough)")
         around_fold = self.fold(self.overlaps.kernel_point(around.params))
-        starts = np.stack([around.z, *([] if around_fold is None else around_fold.images(around.z))])
-        return starts if fold is None else starts[:, :, fold.representatives]
+        starts = []
+        for minimum in around.minima:
+            z = minimum if around_fold is None else around_fold.unfold_z(minimum)
+            z = z if fold is None else z[:, fold.representatives]
+            starts += [z, *([] if around_fold is None else around_fold.images(z))]
+        return np.stack(starts)
 
     def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
         """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""
@@ -263,7 +283,7 @@ class SaddleMap:
         """One application of the saddle-point map at ``params`` (``thorough``: all prox starts; ``around``:
         a thorough evaluation nearby whose prox stands in for the random start directions, :meth:`prox`);
         at a vanishing student, its limit (:meth:`OverlapGeometry.kernel_point`)."""
-        z, value, grad = self.prox(params, thorough, around)
+        z, value, grad, minima = self._prox_and_minima(params, thorough, around)
         form = self.compiled.score if self.in_score_form(params) else self.compiled.energetic
         integrals = self.integrated(form, z, params)
         conj = self.compiled.conjugates(np.array([alpha]), integrals[2:], self.consts)
@@ -280,6 +300,7 @@ class SaddleMap:
             z,
             value,
             integrals[2:],
+            minima if thorough else None,
         )
 
     def integrated(self, kernel, z: np.ndarray, params: np.ndarray) -> np.ndarray:

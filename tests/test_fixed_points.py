@@ -178,12 +178,13 @@ def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_
 
 
 def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random_starts(three_token_model, monkeypatch):
-    """A thorough evaluation a difference step away from a point, started from the point's prox, its
-    mirror images and the declared starts (``around``) instead of the random directions, has the prox
-    of every start: at the agnostic point of the three-token declaration at alpha = 1, each overlap
+    """A thorough evaluation a difference step away from a point, started from the point's minima,
+    their mirror images and the declared starts (``around``) instead of the random directions, has the
+    prox of every start: at the agnostic point of the three-token declaration at alpha = 1, each overlap
     entry moved by the stability's step (1e-2 of its bound) has every node's ``M*`` of the full start
-    set, and its ``F``. Without the point's prox lower minima are missed at some nodes, and so they
-    are without the mirror images where the move of theta breaks the tokens' symmetries."""
+    set, and its ``F``. Without the point's minima lower minima are missed at some nodes, and so they
+    are from the point's lowest minimum alone without its mirror images where the move of theta
+    breaks the tokens' symmetries (the other minima and the images each carry the mirror minima)."""
     solver = _three_token_solver(three_token_model)
     point = solver.anchor(1.0, solver.branch("agnostic"))
     assert point.converged and point.branch == "agnostic"
@@ -201,14 +202,18 @@ def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random
         np.testing.assert_allclose(near.envelope_values, every.envelope_values, rtol=0, atol=1e-12)
         np.testing.assert_allclose(near.updated, every.updated, rtol=1e-9, atol=1e-12)
         without_prox = declared.map.evaluate(moved, point.alpha).envelope_values - every.envelope_values
+        lowest = dataclasses.replace(centre, minima=centre.minima[:1])
         with monkeypatch.context() as patch:
             patch.setattr(Fold, "images", lambda _fold, _z: [])
-            unmirrored = solver.map.evaluate(moved, point.alpha, around=centre).envelope_values - every.envelope_values
+            unmirrored = solver.map.evaluate(moved, point.alpha, around=lowest).envelope_values - every.envelope_values
         missed[name] = (without_prox.max(), unmirrored.max())
     assert max(declared_only for declared_only, _ in missed.values()) > 1e-10
     assert missed["theta"][1] > 1e-10
     with pytest.raises(ValueError, match="around"):
         solver.coarse().map.evaluate(point.values, point.alpha, around=centre)
+    quick = solver.map.evaluate(point.values, point.alpha, thorough=False)
+    with pytest.raises(ValueError, match="every prox start"):
+        solver.map.evaluate(point.values, point.alpha, around=quick)
 
 
 def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):
