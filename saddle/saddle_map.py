@@ -129,9 +129,7 @@ class SaddleMap:
         z, value, grad, _ = self._prox_and_minima(params, thorough, around)
         return z, value, grad
 
-    def _prox_and_minima(
-        self, params: np.ndarray, thorough: bool, around: Evaluation | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _prox_and_minima(self, params: np.ndarray, thorough: bool, around: Evaluation | None) -> Minimised:
         """:meth:`prox` and the distinct minima its starts found at each node, on the representatives of
         the fold at ``params`` (``(S, k, N)``, the lowest first; :func:`saddle.kernels.prox_kernel`)."""
         point = self.overlaps.kernel_point(params)
@@ -281,7 +279,7 @@ class SaddleMap:
         self, params: np.ndarray, alpha: float, thorough: bool = True, around: Evaluation | None = None
     ) -> Evaluation:
         """One application of the saddle-point map at ``params`` (``thorough``: all prox starts; ``around``:
-        a thorough evaluation nearby whose prox stands in for the random start directions, :meth:`prox`);
+        a thorough evaluation nearby whose minima start the prox, :meth:`prox`);
         at a vanishing student, its limit (:meth:`OverlapGeometry.kernel_point`)."""
         z, value, grad, minima = self._prox_and_minima(params, thorough, around)
         form = self.compiled.score if self.in_score_form(params) else self.compiled.energetic
