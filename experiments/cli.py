@@ -54,7 +54,7 @@ from attnphase.experiments.parsing import (
 from attnphase.experiments.storage import DirectoryInUseError
 from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel
 from attnphase.replica.variants import VARIANTS, Value, Variant, variant
-from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER
+from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, QuadratureCheck
 from attnphase.saddle.validation import ALPHA
 
 app = typer.Typer(
@@ -123,7 +123,7 @@ def scan(
     conjugate_form: ConjugateForm = "score",
     threshold_order: ThresholdOrder = 32,
     stability: Stability = True,
-    error_check: ErrorCheck = 12,
+    error_check: ErrorCheck = QuadratureCheck.log2_points,
     overwrite: Overwrite = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
@@ -176,7 +176,7 @@ def phase_diagram(
     conjugate_form: ConjugateForm = "score",
     threshold_order: ThresholdOrder = 32,
     stability: Stability = True,
-    error_check: ErrorCheck = 12,
+    error_check: ErrorCheck = QuadratureCheck.log2_points,
     jobs: Annotated[int, typer.Option(help="Local worker processes, an integer in [1, 256].")] = 2,
     scheduler: Annotated[
         str | None, typer.Option(help="Address of a Dask scheduler to run on instead (needs attnphase[dask]).")
