@@ -607,6 +607,10 @@ class Ridge:
         """``(l1, l2) = (0, lambda)`` of ``g(w) = l1 |w|_1 + l2/2 |w|^2``, as a simulation trains it."""
         return 0.0, float(self.strength)
 
+    def slope_at_zero(self, strengths: dict[str, sp.Symbol]) -> sp.Expr:
+        """``min_{|u| = 1} g'(0; u) = 0``: the ridge is differentiable at ``w = 0``, with zero gradient."""
+        return sp.Integer(0)
+
     def entropic_potential(self, law: FieldLaw, strengths: dict[str, sp.Symbol]) -> sp.Expr:
         """``weight E_b[-min_w {g(w) + w^T A w/2 - w.b}] = tr[(lam I + A)^{-1} E[b b^T]] weight / 2``,
         with ``weight E[b b^T] = weight covariance + sum_k muhat_k muhat_k^T`` (:class:`FieldLaw`)."""
@@ -645,6 +649,10 @@ class ElasticNet:
     def separable_weights(self) -> tuple[float, float]:
         """``(l1, l2)`` of ``g(w) = l1 |w|_1 + l2/2 |w|^2``, as a simulation trains it."""
         return float(self.l1), float(self.l2)
+
+    def slope_at_zero(self, strengths: dict[str, sp.Symbol]) -> sp.Expr:
+        """``min_{|u| = 1} g'(0; u) = l1``: ``g`` grows from ``w = 0`` at least as fast as ``l1 |w|``."""
+        return strengths["lambda_1"]
 
     def entropic_potential(self, law: FieldLaw, strengths: dict[str, sp.Symbol]) -> sp.Expr:
         """``weight E_b[-min_w {g(w) + A w^2/2 - w b}] = weight E_b[(|b| - l1)_+^2] / (2 (A + l2))``,

@@ -58,6 +58,9 @@ class ReplicaSystem:
         ``free_entropy_gradient[X] = dPhi/dX`` at fixed conjugates (``d trace/dX - alpha E[dM/dX]``),
         zero at a fixed point and the gradient of the constrained training loss elsewhere
         (:meth:`constrained`).
+    The regulariser
+        ``regulariser_energy`` ``E[g(w*)]``; ``regulariser_slope``: the least rate at which ``g`` grows
+        from ``w = 0`` (0 where it is differentiable there), in the constants.
     """
 
     model: AttentionModel
@@ -88,6 +91,7 @@ class ReplicaSystem:
     psi_out: sp.Symbol
     free_entropy: sp.Expr
     regulariser_energy: sp.Expr
+    regulariser_slope: sp.Expr
     test_error_integrand: sp.Expr
     free_entropy_gradient: dict[sp.Symbol, sp.Expr]
 
@@ -809,6 +813,7 @@ def _derive(model: AttentionModel) -> ReplicaSystem:
         psi_out=psi_out,
         free_entropy=trace_terms + psi_w + s.alpha * psi_out,
         regulariser_energy=regulariser_energy,
+        regulariser_slope=model.regulariser.slope_at_zero(s.strengths),
         test_error_integrand=test_error,
         free_entropy_gradient=stationarity.gradient,
     )

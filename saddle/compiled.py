@@ -79,6 +79,7 @@ class CompiledSystem:
     * ``test_error(nodes, weights, params, consts) -> (1,)``;
     * ``conjugates(alpha, expectations, consts)``, ``orders(conj, consts)``: the updates;
       ``entropic(conj, consts)``, ``trace(params, conj)``, ``regulariser(conj, consts)``;
+      ``regulariser_slope(consts)``: the least rate at which ``g`` grows from ``w = 0``;
     * ``coupling (P, P)``: ``d^2 Phi / dX dXhat'`` (constant); ``entropic_hessian(conj, consts)
       -> (P, P)``: ``d^2 Psi_w / dXhat dXhat'``;
     * ``order_jacobian(conj, consts) -> (P, P)``: ``d orders / d conj``;
@@ -99,6 +100,7 @@ class CompiledSystem:
     entropic: Callable[..., np.ndarray]
     trace: Callable[..., np.ndarray]
     regulariser: Callable[..., np.ndarray]
+    regulariser_slope: Callable[..., float]
     gradient: Callable[..., np.ndarray]
     coupling: np.ndarray
     entropic_hessian: Callable[..., np.ndarray]
@@ -197,6 +199,7 @@ def _compile(system: ReplicaSystem) -> CompiledSystem:
         entropic=scalar([conj, consts], [system.entropic_potential]),
         trace=scalar([params, conj], [system.trace_terms]),
         regulariser=scalar([conj, consts], [system.regulariser_energy]),
+        regulariser_slope=scalar([consts], [system.regulariser_slope]),
         gradient=_lambdify_vector(
             [[system.alpha], expectations, params, conj, consts], [system.free_entropy_gradient[s] for s in params]
         ),

@@ -298,24 +298,51 @@ class Stability:
 
     def curvature(self, family: str) -> float:
         """The smallest eigenvalue of the Hessian's block of ``family``: negative means weights with a
-        lower training loss nearby, along that family."""
+        lower training loss nearby, along that family (``inf`` at a cusp, :func:`stability_at_a_cusp`)."""
         rows = [i for i, f in enumerate(self.families) if f == family]
-        return float(np.linalg.eigvalsh(self.hessian[np.ix_(rows, rows)]).min())
+        return _smallest_eigenvalue(self.hessian[np.ix_(rows, rows)])
 
     @property
     def stable(self) -> bool:
         """The Hessian is positive definite: a local minimum of the training loss."""
-        return bool(np.linalg.eigvalsh(self.hessian).min() > 0)
+        return bool(_smallest_eigenvalue(self.hessian) > 0)
+
+
+def _smallest_eigenvalue(symmetric: np.ndarray) -> float:
+    """The smallest eigenvalue of ``symmetric``; of a diagonal one (a cusp's infinite curvatures), its
+    smallest diagonal entry."""
+    if not symmetric[~np.eye(len(symmetric), dtype=bool)].any():
+        return float(np.diag(symmetric).min())
+    return float(np.linalg.eigvalsh(symmetric).min())
 
 
 def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
     """The Hessian of ``eps`` in every overlap entry at the fixed point ``point`` (THEORY.md sec. 3):
     by elimination from the Hessian of ``Phi`` (:func:`stability_by_elimination`), or, at a vanishing
     student (:meth:`OverlapGeometry.vanishes`), where ``Psi_out`` cannot be differenced in ``q``
-    (``q >= 0``), from the gradients of constrained points (:func:`stability_by_constraints`)."""
+    (``q >= 0``), from the gradients of constrained points (:func:`stability_by_constraints`), unless the
+    regulariser has a kink there (:func:`stability_at_a_cusp`)."""
     if solver.overlaps.vanishes(point.values):
+        if solver.compiled.regulariser_slope(solver.consts) > 0:
+            return stability_at_a_cusp(solver)
         return stability_by_constraints(solver, point, step)
     return stability_by_elimination(solver, point, step)
+
+
+def stability_at_a_cusp(solver: SaddlePointSolver) -> Stability:
+    """The vanishing student ``W = 0`` under a regulariser that grows from it at a positive rate
+    (``regulariser_slope``, e.g. the l1 part of the elastic net): a strict local minimum with infinite
+    curvature in every overlap entry. The scores are quadratic in ``W``, so the data term of the training
+    loss rises from ``W = 0`` at second order only, while the regulariser rises at first order: near
+    ``W = 0`` every move raises the loss, and in the overlaps, which move with ``W``, the constrained
+    loss has a cusp rather than a curvature. (Its constrained points have ``V`` of order the root
+    finder's tolerance, the prox zero around every field, and their solves stall:
+    docs/validation.md, "The elastic net"; proximal gradient descent from a random start ends at
+    ``W = 0`` exactly, tests/test_vanishing.py.)"""
+    index = _overlap_entries(solver)
+    names = tuple(solver.names[i] for i in index)
+    families = tuple(solver.families[i] for i in index)
+    return Stability(names, families, np.diag(np.full(len(index), np.inf)))
 
 
 def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
@@ -465,10 +492,15 @@ def _overlap_moves(
     (:func:`_bounds`)."""
     system = solver.compiled.system
     families = np.array(solver.families)
-    index = np.flatnonzero(np.isin(families, system.overlap_families))
+    index = _overlap_entries(solver)
     zero = np.array(solver.overlaps.zero_pattern(values))
     held = frozenset(f for f in system.overlap_families if np.all(zero[families == f]))
     return index, held, step * _bounds(solver, values, index, tuple(families[index]))
+
+
+def _overlap_entries(solver: SaddlePointSolver) -> np.ndarray:
+    """The indices of the overlap entries (the families of ``ReplicaSystem.overlap_families``)."""
+    return np.flatnonzero(np.isin(np.array(solver.families), solver.compiled.system.overlap_families))
 
 
 def _bounds(solver: SaddlePointSolver, values: np.ndarray, index: Sequence[int], families: Sequence[str]) -> np.ndarray:

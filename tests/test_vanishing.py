@@ -12,6 +12,8 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from attnphase.experiments.simulation import SimulationSettings, simulate
 from attnphase.replica.declaration import paper_model
+from attnphase.replica.variants import variant
+from attnphase.saddle.fixed_point import ASSESSED
 from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.scan import make_solver
@@ -203,3 +205,36 @@ def test_the_vanishing_student_is_assessed_on_the_default_rule(alpha):
     assert point.converged and solver.overlaps.vanishes(point.values)
     assessed = assess(solver, point)
     assert assessed.stability_status == "assessed" and assessed.stable
+
+
+def test_under_an_l1_weight_the_vanishing_student_is_a_cusp_and_training_ends_on_it():
+    """With ``g(w) = l1 |w|`` (the lasso at omega = 0.5, ``lambda_1 = 0.02``, alpha 0.3 and 0.6) W = 0 is the
+    agnostic point. The data term rises from W = 0 at second order (the scores are quadratic in W) and
+    the regulariser at first order: a strict local minimum, with infinite curvature in every overlap
+    family (its constrained points stall, so it had no curvature before). The referee: proximal
+    gradient descent from a random start (entries 0.1 N(0, 1)) at d = 200 ends at Q = 0 exactly."""
+    model = variant("l1").model({"lambda_1": 0.02, "omega": 0.5})
+    solver = make_solver(model, RULE)
+    alphas = (0.3, 0.6)
+    for alpha in alphas:
+        point = solver.anchor(alpha, solver.branch("agnostic"))
+        assert point.converged and solver.overlaps.vanishes(point.values), alpha
+        assessed = assess(solver, point)
+        assert assessed.stability_status == ASSESSED and assessed.stable is True
+        assert assessed.curvature == {"m": np.inf, "theta": np.inf}
+    settings = SimulationSettings.of_model(model, d=200, alphas=alphas, seeds=2, optimiser="gd", inits=("random",))
+    runs = simulate(settings)
+    assert runs["converged"].all() and (runs["q"] == 0).all(), runs[["alpha", "q", "steps"]]
+
+
+def test_without_an_l1_weight_the_vanishing_student_has_its_curvature_from_constrained_points(strong_ridge):
+    """The elastic net at ``lambda_1 = 0`` is the ridge: its W = 0 (sigma 0.3, ``lambda_2`` = 0.1) is assessed
+    from constrained points (finite curvatures), as the ridge's is, and equal to them."""
+    elastic = make_solver(variant("elastic-net").model({"lambda_1": 0.0, "lambda_2": 0.1, "sigma": 0.3}), RULE)
+    assert elastic.compiled.regulariser_slope(elastic.consts) == 0.0
+    ridge = assess(strong_ridge, strong_ridge.vanishing_point(1.5))
+    point = assess(elastic, elastic.vanishing_point(1.5))
+    assert point.converged and elastic.overlaps.vanishes(point.values) and point.stable is True
+    for family in ("m", "theta"):
+        assert 0 < point.curvature[family] < np.inf
+        assert point.curvature[family] == pytest.approx(ridge.curvature[family], rel=1e-6)
