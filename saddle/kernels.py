@@ -25,7 +25,7 @@ _MAX_SWEEPS = 50
 BLOCK = 256
 #: A prox start whose Newton iterate comes this close (relative, in the largest coordinate) to a minimum
 #: an earlier start ended in, with ``M`` no lower than there, stops: it would end in that minimum.
-MERGE_DISTANCE = 1e-2
+MERGE_DISTANCE = 1e-3
 #: The module constants the templates read, defined in every generated module.
 TEMPLATE_CONSTANTS = {
     "_MAX_HALVINGS": _MAX_HALVINGS,
