@@ -31,6 +31,7 @@ from attnphase.experiments.cli_common import (
     Out,
     Overwrite,
     PositionalTarget,
+    Prune,
     Quadrature,
     SampleComplexities,
     ScanAlphas,
@@ -54,7 +55,7 @@ from attnphase.experiments.parsing import (
 from attnphase.experiments.storage import DirectoryInUseError
 from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel
 from attnphase.replica.variants import VARIANTS, Value, Variant, variant
-from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, QuadratureCheck
+from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, QuadratureCheck
 from attnphase.saddle.validation import ALPHA
 
 app = typer.Typer(
@@ -124,6 +125,7 @@ def scan(
     threshold_order: ThresholdOrder = 32,
     stability: Stability = True,
     error_check: ErrorCheck = QuadratureCheck.log2_points,
+    prune: Prune = GaussHermite.prune,
     overwrite: Overwrite = False,
 ) -> None:
     """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
@@ -146,6 +148,7 @@ def scan(
             threshold_order=threshold_order,
             stability=stability,
             error_check=error_check,
+            prune=prune,
             out=out,
             overwrite=overwrite,
             progress=None,
@@ -177,6 +180,7 @@ def phase_diagram(
     threshold_order: ThresholdOrder = 32,
     stability: Stability = True,
     error_check: ErrorCheck = QuadratureCheck.log2_points,
+    prune: Prune = GaussHermite.prune,
     jobs: Annotated[int, typer.Option(help="Local worker processes, an integer in [1, 256].")] = 2,
     scheduler: Annotated[
         str | None, typer.Option(help="Address of a Dask scheduler to run on instead (needs attnphase[dask]).")
@@ -221,6 +225,7 @@ def phase_diagram(
             threshold_order=threshold_order,
             stability=stability,
             error_check=error_check,
+            prune=prune,
             out=out,
             overwrite=overwrite,
             jobs=jobs,

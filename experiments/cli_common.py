@@ -10,7 +10,7 @@ import typer
 from attnphase.experiments.parsing import DIMENSION, MAX_SIMULATION_BYTES, TEST_SAMPLES, TOLERANCE, UsageError
 from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, TARGET_ENTRY, DeclarationError, InputTypeError
 from attnphase.replica.variants import VARIANTS
-from attnphase.saddle.quadrature import QuadratureError
+from attnphase.saddle.quadrature import PRUNE, QuadratureError
 from attnphase.saddle.validation import ALPHA, ParameterError
 
 #: Errors that mean "bad input" (reported in one line, exit status 2).
@@ -83,6 +83,13 @@ ErrorCheck = Annotated[
     typer.Option(
         help="log2 of the points of each of four scrambled Sobol rules on which every converged point's "
         "training loss is evaluated again for its quadrature error, an integer in [4, 20] (0: none)."
+    ),
+]
+Prune = Annotated[
+    float,
+    typer.Option(
+        help=f"Relative weight below which a Gauss-Hermite node is dropped, a number {PRUNE} "
+        "(in six Gaussian dimensions, 1e-6 with --order 8 halves the nodes at the same accuracy)."
     ),
 ]
 ConjugateForm = Annotated[str, typer.Option(help="score (integration by parts) or envelope.")]

@@ -45,7 +45,7 @@ from attnphase.experiments.storage import (
 )
 from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel, InputTypeError, Interval
-from attnphase.saddle.quadrature import QuadratureCheck
+from attnphase.saddle.quadrature import GaussHermite, QuadratureCheck
 from attnphase.saddle.validation import ParameterError, check
 
 #: The directory of the units inside a phase diagram's output directory.
@@ -248,6 +248,7 @@ def phase_diagram(
     threshold_order: int = 32,
     stability: bool = True,
     error_check: int = QuadratureCheck.log2_points,
+    prune: float = GaussHermite.prune,
     out: str | Path | None = None,
     overwrite: bool = False,
     jobs: int = 1,
@@ -267,7 +268,7 @@ def phase_diagram(
     """
     models = _checked_models(models)
     grid = parse_alphas(alphas)
-    options = scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability, error_check)
+    options = scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability, error_check, prune)
     jobs = int(check(jobs, "jobs", JOBS))
     temporary = tempfile.TemporaryDirectory(prefix="attnphase-phase-diagram-") if out is None else nullcontext()
     with temporary as scratch:

@@ -59,15 +59,17 @@ def solver_settings(
     conjugate_form: str = "score",
     threshold_order: int = 32,
     error_check: int = QuadratureCheck.log2_points,
+    prune: float = GaussHermite.prune,
 ) -> SolverSettings:
     """Solver settings from the scan's options: the rule by name and order (``sobol``: ``2**order``
     points scrambled with ``seed``), the seed of the extra prox starts, the form of the conjugate
     integrals (THEORY.md sec. 4), the Gauss-Hermite order on which ``alpha_l`` is solved
     (0: the scan's own rule) and log2 of the points of each scrambling of the quadrature error check
-    (0: none; :class:`~attnphase.saddle.quadrature.QuadratureCheck`, its seeds drawn from ``seed``). The
-    smooth test-error integrand (sec. 5) is integrated by Gauss-Hermite of the same order (of order 20
-    beside a Sobol rule)."""
-    rule = make_rule(quadrature, order, seed)
+    (0: none; :class:`~attnphase.saddle.quadrature.QuadratureCheck`, its seeds drawn from ``seed``), and
+    the relative weight below which the Gauss-Hermite rules (the scan's and alpha_l's) drop a node
+    (:class:`~attnphase.saddle.quadrature.GaussHermite`). The smooth test-error integrand (sec. 5) is
+    integrated by Gauss-Hermite of the same order (of order 20 beside a Sobol rule)."""
+    rule = make_rule(quadrature, order, seed, prune)
     if threshold_order:
         check(threshold_order, "threshold_order", GAUSS_HERMITE_ORDER)
     if error_check:
@@ -77,7 +79,7 @@ def solver_settings(
         test_quadrature=rule if isinstance(rule, GaussHermite) else GaussHermite(20),
         conjugate_form=conjugate_form,
         prox=ProxSettings(seed=seed),
-        threshold_quadrature=GaussHermite(threshold_order) if threshold_order else None,
+        threshold_quadrature=GaussHermite(threshold_order, prune) if threshold_order else None,
         error_check=QuadratureCheck(error_check, seed=seed) if error_check else None,
     )
 
@@ -246,10 +248,11 @@ def scan_options(
     threshold_order: int,
     stability: bool = True,
     error_check: int = QuadratureCheck.log2_points,
+    prune: float = GaussHermite.prune,
 ) -> dict[str, object]:
     """The options of :func:`scan` besides the alphas, as recorded in ``run.json``, each checked
     (:func:`solver_settings` raises on a bad value)."""
-    solver_settings(quadrature, order, seed, conjugate_form, threshold_order, error_check)
+    solver_settings(quadrature, order, seed, conjugate_form, threshold_order, error_check, prune)
     check_type(stability, "stability", bool, "True or False")
     return {
         "quadrature": quadrature,
@@ -259,6 +262,7 @@ def scan_options(
         "threshold_order": threshold_order,
         "stability": stability,
         "error_check": error_check,
+        "prune": prune,
     }
 
 
@@ -410,6 +414,7 @@ def scan(
     threshold_order: int = 32,
     stability: bool = True,
     error_check: int = QuadratureCheck.log2_points,
+    prune: float = GaussHermite.prune,
     out: str | Path | None = None,
     overwrite: bool = False,
     progress: bool | None = True,
@@ -428,7 +433,10 @@ def scan(
     ``curvature_<family>``; about twice the time of the scan without it); ``error_check``: log2 of the
     points of each of the four scramblings on which every converged point's training loss is evaluated
     again (columns ``train_loss_error``, ``train_loss_check``, ``train_loss_check_se``; 0: none;
-    :class:`~attnphase.saddle.quadrature.QuadratureCheck`). With ``out``, the
+    :class:`~attnphase.saddle.quadrature.QuadratureCheck`); ``prune``: the relative weight below which a
+    Gauss-Hermite node is dropped (:class:`~attnphase.saddle.quadrature.GaussHermite`; in six Gaussian
+    dimensions ``order=8, prune=1e-6`` halves the nodes of the default ``1e-8`` at the same accuracy,
+    docs/validation.md "Six Gaussian dimensions"). With ``out``, the
     directory is held for the whole scan (another run into it is refused at once:
     :class:`~attnphase.experiments.storage.DirectoryInUseError`), points are written to
     ``out/branches.csv`` as they are computed, and the finished result is saved there
@@ -442,10 +450,10 @@ def scan(
     progress bar (``None``: only in a terminal).
     """
     grid = parse_alphas(alphas)
-    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order, error_check)
+    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order, error_check, prune)
     options: dict[str, object] = {
         "alphas": grid.tolist(),
-        **scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability, error_check),
+        **scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability, error_check, prune),
     }
     directory = output_directory(out) if out is not None else None
     with exclusive(directory) if directory is not None else nullcontext():
@@ -501,6 +509,7 @@ def fixed_point(
     order: int = 20,
     seed: int = 0,
     conjugate_form: str = "score",
+    prune: float = GaussHermite.prune,
 ) -> FixedPoint:
     """One fixed point of the saddle-point equations of ``model`` at ``alpha``, searched on ``branch``
     (for the paper's declaration ``positional``, ``semantic``, ``agnostic`` or ``mixed``: the overlap
@@ -510,6 +519,6 @@ def fixed_point(
     rule and form options are those of :func:`scan`. The point is labelled by what it converged to
     (its ``branch``), which may be a more symmetric branch than the one searched. Its ``row()`` is one
     row of a scan's table."""
-    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order=0)
+    settings = solver_settings(quadrature, order, seed, conjugate_form, threshold_order=0, prune=prune)
     solver = make_solver(model, settings)
     return anchor(solver, float(alpha), solver.branch(model.labels.critical[1] if branch is None else branch))

@@ -89,8 +89,10 @@ class GaussHermite:
 
     @property
     def label(self) -> str:
-        """The rule's name in tables, e.g. ``gauss-hermite-20``."""
-        return f"gauss-hermite-{self.order}"
+        """The rule's name in tables, e.g. ``gauss-hermite-20``, and ``gauss-hermite-8-prune1e-06`` where
+        ``prune`` is not the default."""
+        default = type(self).prune
+        return f"gauss-hermite-{self.order}" + ("" if self.prune == default else f"-prune{self.prune:g}")
 
     def size(self, dimension: int) -> int:
         """The number of nodes after pruning (at most ``order ** dimension``)."""
@@ -299,11 +301,12 @@ def with_labels(
     return combined, product_weights
 
 
-def make_rule(kind: str, order: int, seed: int = 0) -> QuadratureRule:
-    """Build a rule by name: ``gauss-hermite`` (``order`` points per dimension, :data:`GAUSS_HERMITE_ORDER`)
-    or ``sobol`` (``2**order`` points scrambled with ``seed``, :data:`SOBOL_LOG2_POINTS`)."""
+def make_rule(kind: str, order: int, seed: int = 0, prune: float = GaussHermite.prune) -> QuadratureRule:
+    """Build a rule by name: ``gauss-hermite`` (``order`` points per dimension, :data:`GAUSS_HERMITE_ORDER`,
+    nodes below ``prune`` times the largest weight dropped, :data:`PRUNE`) or ``sobol`` (``2**order`` points
+    scrambled with ``seed``, :data:`SOBOL_LOG2_POINTS`; ``prune`` does not apply)."""
     if kind == "gauss-hermite":
-        return GaussHermite(order)
+        return GaussHermite(order, prune)
     if kind == "sobol":
         return ScrambledSobol(order, seed)
     raise QuadratureError(f"quadrature must be one of gauss-hermite, sobol; got {kind!r}")

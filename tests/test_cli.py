@@ -170,3 +170,15 @@ def test_a_scan_with_other_settings_needs_overwrite(small_scan):
     result = runner.invoke(app, ["scan", "--out", str(small_scan), "--omega", "0.4", *SMALL])
     assert result.exit_code == 2
     assert "other settings" in result.output
+
+
+def test_a_scan_on_another_prune_is_another_scan_and_its_tables_name_the_rule(small_scan, tmp_path):
+    refused = runner.invoke(app, ["scan", "--out", str(small_scan), "--prune", "1e-6", *SMALL])
+    assert refused.exit_code == 2
+    assert "other settings" in refused.output
+    out = tmp_path / "pruned"
+    tiny = ["--alphas", "2.0", "--order", "6", "--threshold-order", "0", "--no-stability", "--error-check", "0"]
+    result = runner.invoke(app, ["scan", "--out", str(out), "--prune", "1e-6", *tiny])
+    assert result.exit_code == 0, result.output
+    assert set(pd.read_csv(out / "branches.csv")["quadrature"]) == {"gauss-hermite-6-prune1e-06"}
+    assert json.loads((out / "run.json").read_text())["options"]["prune"] == 1e-6

@@ -91,6 +91,18 @@ def test_pruning_changes_the_map_by_far_less_than_the_quadrature_error(reference
     np.testing.assert_allclose(maps[0].updated, maps[1].updated, rtol=1e-4, atol=1e-12)
 
 
+def test_a_rule_with_another_prune_is_named_apart_in_the_tables():
+    """Tables name the rule of each row; a prune other than the default is part of the name, and a scan's
+    options (``make_rule``, :func:`solver_settings`) give it to both Gauss-Hermite rules, the scan's and
+    alpha_l's."""
+    assert GaussHermite(20).label == "gauss-hermite-20"
+    assert GaussHermite(8, 1e-6).label == "gauss-hermite-8-prune1e-06"
+    assert make_rule("gauss-hermite", 8, prune=1e-6) == GaussHermite(8, 1e-6)
+    settings = solver_settings(order=8, prune=1e-6)
+    assert (settings.quadrature, settings.threshold_quadrature) == (GaussHermite(8, 1e-6), GaussHermite(32, 1e-6))
+    assert GaussHermite(8, 1e-6).size(6) < 0.52 * GaussHermite(8).size(6)
+
+
 def test_a_coarser_rule_is_of_the_same_kind():
     """Anchors are searched on a coarser rule of the scan's own kind: half the Gauss-Hermite order
     (at least 6), an eighth of the Sobol points with the same scrambling (at least 2^10)."""
