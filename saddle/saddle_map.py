@@ -107,8 +107,8 @@ class SaddleMap:
 
         Starts, if ``thorough``: the system's starts (:func:`replica.saddle_equations._prox_starts`, the
         first two ``+-omega``) and ``+-omega +- sqrt(V) u_j`` for
-        :meth:`~attnphase.saddle.settings.ProxSettings.directions` fixed unit vectors ``u_j``, the latter
-        where the system's starts do not agree on one minimum (:meth:`_multistart`). The start
+        :meth:`~attnphase.saddle.settings.ProxSettings.directions` fixed unit vectors ``u_j``, all but the
+        first direction's where those do not agree on one minimum (:meth:`_multistart`). The start
         set is closed under ``z -> -z`` and ``omega -> -omega``, so the symmetries of ``M`` carry over
         exactly to the computed ``M*``. Without ``thorough`` (the quick map of a root search or of a
         Hessian's differences), the starts are ``+-omega`` after every distinct minimum the last thorough
@@ -193,24 +193,31 @@ class SaddleMap:
         return starts
 
     def _multistart(self, nodes: np.ndarray, params: np.ndarray, starts: np.ndarray, tolerance: float) -> Minimised:
-        """The prox from the thorough ``starts`` (:meth:`_starts`: the declared ones, then the random ones):
-        the declared starts at every node, and the random ones only at the nodes where the declared ones
-        do not agree on one minimum (they end in two or more, or none converges), each refined after the
-        minima found there. Where the declared starts, spread over the teacher's fields, the
-        exact-fit points and ``+-omega``, all end in one minimum, the envelope shows one basin, and
-        no random start found a lower minimum at such a node: at every thorough prox of 20-alpha scans of
-        the three-token, untied and rank-2 variants, and at the three-token points where the random
-        starts do lower ``E[M*]`` (tests/test_fixed_points.py). The random starts, far from every
-        minimum, cost most of the thorough prox; here they run at about a fifth of the nodes or fewer."""
-        declared = len(starts) - 4 * len(self._directions)
-        found = self._minimised(nodes, params, starts[:declared], tolerance)
-        if declared == len(starts):
-            return found
+        """The prox from the thorough ``starts`` (:meth:`_starts`: the declared ones, then the four shifts
+        of each random direction): the declared starts and the first direction's shifts at every node,
+        the other directions' shifts only at the nodes where those do not agree on one minimum (they end
+        in two or more, or none converges), each refined after the minima found there. Where the
+        declared starts, spread over the teacher's fields, the exact-fit points and ``+-omega``, and the
+        first random direction all end in one minimum, the envelope shows one basin: at every thorough
+        prox of 20-alpha scans of the three-token, untied and rank-2 variants the other directions found
+        no minimum lower by more than 1.5e-10 at such a node (docs/validation.md, "Six dimensions"; the
+        declared starts alone missed one lower by up to 1.4e-4 at three rank-2 proxes, which the first
+        direction finds), nor at the three-token point where the random starts lower ``E[M*]``
+        (tests/test_fixed_points.py). The random starts, far from
+        every minimum, cost most of the thorough prox."""
+        directions = len(self._directions)
+        if not directions:
+            return self._minimised(nodes, params, starts, tolerance)
+        declared = len(starts) - 4 * directions
+        # the shifts of direction j are starts declared + 2j, + 2j + 1 and their negatives 2 directions on
+        first = np.r_[: declared + 2, declared + 2 * directions : declared + 2 * directions + 2]
+        rest = np.setdiff1d(np.arange(len(starts)), first)
+        found = self._minimised(nodes, params, np.ascontiguousarray(starts[first]), tolerance)
         z, value, grad, minima = found
         uncertain = np.flatnonzero(np.isfinite(minima[:, 0, :]).sum(axis=0) != 1)
-        if not uncertain.size:
+        if not rest.size or not uncertain.size:
             return found
-        again = np.concatenate([minima[:, :, uncertain], starts[declared:, :, uncertain]])
+        again = np.concatenate([minima[:, :, uncertain], starts[rest][:, :, uncertain]])
         z_u, value_u, grad_u, minima_u = self._minimised(
             np.ascontiguousarray(nodes[:, uncertain]), params, np.ascontiguousarray(again), tolerance
         )

@@ -31,9 +31,9 @@ class ProxSettings:
     starts alone (:meth:`~attnphase.saddle.solver.SaddlePointSolver.observe`).
 
     ``extra_directions``: the number of random unit vectors ``u_j`` (drawn with ``seed``) whose shifts
-    ``+-omega +- sqrt(V) u_j`` are thorough starts too, at the nodes where the declared starts do not agree
-    on one minimum (:meth:`SaddleMap._multistart`); ``None`` (the default) takes :meth:`directions` of the
-    prox's dimension.
+    ``+-omega +- sqrt(V) u_j`` are thorough starts too, the first direction's at every node and the others'
+    where the declared starts and the first direction do not agree on one minimum
+    (:meth:`SaddleMap._multistart`); ``None`` (the default) takes :meth:`directions` of the prox's dimension.
     """
 
     extra_directions: int | None = None
