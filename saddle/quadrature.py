@@ -304,7 +304,8 @@ def with_labels(
 def make_rule(kind: str, order: int, seed: int = 0, prune: float = GaussHermite.prune) -> QuadratureRule:
     """Build a rule by name: ``gauss-hermite`` (``order`` points per dimension, :data:`GAUSS_HERMITE_ORDER`,
     nodes below ``prune`` times the largest weight dropped, :data:`PRUNE`) or ``sobol`` (``2**order`` points
-    scrambled with ``seed``, :data:`SOBOL_LOG2_POINTS`; ``prune`` does not apply)."""
+    scrambled with ``seed``, :data:`SOBOL_LOG2_POINTS`; ``prune`` is checked, and does not apply)."""
+    prune = PRUNE.check(prune, "prune", QuadratureError)
     if kind == "gauss-hermite":
         return GaussHermite(order, prune)
     if kind == "sobol":

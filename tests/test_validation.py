@@ -446,6 +446,7 @@ API_PROBE = [
     (lambda: solver_settings(threshold_order=1000), ValueError, "threshold_order must be an integer in [2, 64]"),
     (lambda: solver_settings(error_check=30), ValueError, "error_check must be an integer in [4, 20]; got 30"),
     (lambda: solver_settings(prune=1.5), ValueError, "prune must be in [0, 1); got 1.5"),
+    (lambda: solver_settings("sobol", 12, threshold_order=0, prune=-1), ValueError, "prune must be in [0, 1); got -1"),
     (lambda: ap.QuadratureCheck(3), ValueError, "check log2_points must be an integer in [4, 20]; got 3"),
     (lambda: ap.QuadratureCheck(scramblings=1), ValueError, "check scramblings must be an integer in [2, 64]; got 1"),
     (lambda: SolverSettings(error_check=12), TypeError, "error_check must be a QuadratureCheck or None; got 12"),
