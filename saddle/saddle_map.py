@@ -35,6 +35,15 @@ THOROUGH_MEMORY = 4
 Minimised = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def first_direction_split(count: int, directions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The indices, among the ``count`` thorough starts of :meth:`SaddleMap._starts` (the declared ones,
+    then the shifts ``+-omega + sqrt(V) u_j`` of each of the ``directions``, then their negatives), of the
+    declared starts with the first direction's four shifts, and of the other directions' shifts."""
+    declared = count - 4 * directions
+    first = np.r_[: declared + 2, declared + 2 * directions : declared + 2 * directions + 2]
+    return first, np.setdiff1d(np.arange(count), first)
+
+
 def _slots_used(minima: np.ndarray) -> int:
     """The number of leading slots of ``minima (S, k, N)`` that hold a minimum at some node."""
     used = np.flatnonzero(np.isfinite(minima[:, 0, :]).any(axis=1))
@@ -205,13 +214,9 @@ class SaddleMap:
         direction finds), nor at the three-token point where the random starts lower ``E[M*]``
         (tests/test_fixed_points.py). The random starts, far from
         every minimum, cost most of the thorough prox."""
-        directions = len(self._directions)
-        if not directions:
+        if not len(self._directions):
             return self._minimised(nodes, params, starts, tolerance)
-        declared = len(starts) - 4 * directions
-        # the shifts of direction j are starts declared + 2j, + 2j + 1 and their negatives 2 directions on
-        first = np.r_[: declared + 2, declared + 2 * directions : declared + 2 * directions + 2]
-        rest = np.setdiff1d(np.arange(len(starts)), first)
+        first, rest = first_direction_split(len(starts), len(self._directions))
         found = self._minimised(nodes, params, np.ascontiguousarray(starts[first]), tolerance)
         z, value, grad, minima = found
         uncertain = np.flatnonzero(np.isfinite(minima[:, 0, :]).sum(axis=0) != 1)
