@@ -8,7 +8,11 @@ and *verified* with every start. If the verification fails, the quick search is 
 best point (``refreshed``: its warm start is now the verification's prox, so the quick map agrees with
 the full one there); only if that search settles on a root of the quick map that the verification
 still rejects (the extra starts find lower minima there) is the search repeated on the full map.
-Without warm starts the second pass is the full one. The fixed points
+Without warm starts the second pass is the full one. A search that may give way (``persist`` off: a
+seeded trial of an anchor search, :meth:`SaddlePointSolver.anchor`, which the next seed or a ray
+follows) ends after a quick pass that settles on no root of the quick map: the refreshed pass
+repairs a quick map whose warm start misses basins near a root, not a start from which Newton's
+method finds none. The fixed points
 (:meth:`SaddlePointSolver.solve`), the constrained points (:class:`~attnphase.saddle.landscape.ConstrainedSolver`)
 and the arclength corrector (:mod:`saddle.arclength`) all search this way.
 """
@@ -34,16 +38,18 @@ def search_in_passes(
     accepted: Callable[[Verified], bool],
     start: np.ndarray,
     warm_start: bool,
+    persist: bool = True,
 ) -> Verified:
     """The verified result (``verify(x)``, with every prox start) of the first pass whose result is
     ``accepted``, or of the last pass run (module docstring): quick, then refreshed (or full, without
-    ``warm_start``), then full if the refreshed search settled on a root the verification rejected."""
+    ``warm_start``), then full if the refreshed search settled on a root the verification rejected.
+    Without ``persist``, a quick pass that settles on no root is the last."""
     passes = [QUICK, REFRESHED if warm_start else THOROUGH]
     while True:
         kind = passes.pop(0)
         x, settled = search(start, kind == THOROUGH)
         verified = verify(x)
-        if accepted(verified):
+        if accepted(verified) or (kind == QUICK and not settled and not persist):
             return verified
         if kind == REFRESHED and settled:
             passes.append(THOROUGH)

@@ -197,7 +197,11 @@ class SaddlePointSolver:
         ``branch.seeds`` times their Cauchy-Schwarz bound, then the generic guess seeded the same way;
         it does so for each way to put the seeds on the student's columns
         (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and returns the point of lowest training
-        loss among those it finds on the branch. If none lands on the branch, the best point found is
+        loss among those it finds on the branch. A seed from which Newton's method finds no root of the
+        quick map gives way to the next without the refreshed pass (``persist`` of :meth:`solve`):
+        over the anchor searches of scans of the paper's model at omega 0.1 to 0.5 (and 0.3 with the other
+        target) and of rank2, every seed that landed on its branch found its root in the quick pass
+        (docs/validation.md, "Seeds that give way"). If none lands on the branch, the best point found is
         returned, labelled by what it converged to, and if none converges, the symmetric point (if that
         has). Only the point returned is checked for its quadrature error (:meth:`checked`).
         """
@@ -220,7 +224,7 @@ class SaddlePointSolver:
         for columns in self.overlaps.seed_columns(branch):
             for base, strength in itertools.product((parent.values, self.generic_guess()), branch.seeds):
                 seeded = self.overlaps.seeded(base, branch, strength, columns)
-                point, _ = self.solve(alpha, branch, initial=seeded, error_check=False)
+                point, _ = self.solve(alpha, branch, initial=seeded, error_check=False, persist=False)
                 tried.append(point)
                 if self.on_branch(point, branch):
                     found.append(point)
@@ -238,11 +242,14 @@ class SaddlePointSolver:
         initial: np.ndarray,
         jacobian: np.ndarray | None = None,
         error_check: bool = True,
+        persist: bool = True,
     ) -> tuple[FixedPoint, np.ndarray | None]:
         """Fixed point on ``branch`` at ``alpha`` from ``initial`` (rotated onto the branch's gauge,
         :meth:`OverlapGeometry.in_gauge`); returns it and the final Jacobian estimate of ``F(x) - x`` on
         the free entries (reusable by a neighbour). ``error_check``: check a converged point's quadrature
-        error (:meth:`checked`; a search that only passes through the point may skip it)."""
+        error (:meth:`checked`; a search that only passes through the point may skip it). ``persist``:
+        search on after a quick search that finds no root (:func:`saddle.passes.search_in_passes`; a
+        seeded trial of :meth:`anchor` gives way instead)."""
         check_alpha(alpha)
         overlaps = self.overlaps
         start = overlaps.in_gauge(np.array(initial, dtype=float), branch)
@@ -265,6 +272,7 @@ class SaddlePointSolver:
             lambda p: p.converged,
             start,
             self.settings.prox.warm_start,
+            persist,
         )
         if not point.converged and overlaps.nearly_vanishes(point.values):
             # q runs to the edge of its domain: F vanishes linearly in q there, and the root is W = 0

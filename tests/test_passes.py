@@ -24,8 +24,8 @@ class Recorder:
         self.verified += 1
         return float(x[0]), self.verified - 1 == self.accept_at
 
-    def run(self, warm_start: bool = True) -> tuple[float, bool]:
-        return search_in_passes(self.search, self.verify, lambda found: found[1], np.zeros(1), warm_start)
+    def run(self, warm_start: bool = True, persist: bool = True) -> tuple[float, bool]:
+        return search_in_passes(self.search, self.verify, lambda found: found[1], np.zeros(1), warm_start, persist)
 
 
 def test_a_root_the_verification_accepts_ends_the_search_after_one_quick_pass():
@@ -54,3 +54,14 @@ def test_without_warm_starts_the_second_pass_is_the_full_one(accept_at):
     recorder = Recorder([True, True], accept_at=accept_at)
     assert recorder.run(warm_start=False) == (2.0, accept_at == 1)
     assert recorder.calls == [("quick", 0.0), ("full", 1.0)]
+
+
+def test_a_search_that_may_give_way_ends_after_a_quick_pass_that_finds_no_root():
+    """A seeded trial of an anchor search: no refreshed pass after a quick search that settles on no
+    root, but one after a root the verification rejects (the quick map's warm start missed a basin)."""
+    unsettled = Recorder([False, True], accept_at=1)
+    assert unsettled.run(persist=False) == (1.0, False)
+    assert unsettled.calls == [("quick", 0.0)]
+    rejected = Recorder([True, True], accept_at=1)
+    assert rejected.run(persist=False) == (2.0, True)
+    assert rejected.calls == [("quick", 0.0), ("quick", 1.0)]
