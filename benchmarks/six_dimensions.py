@@ -51,18 +51,17 @@ def prune(name: str, points: list[tuple[str, float]]) -> list[dict[str, object]]
     model = variant(name).model()
     anchored = _solver(model, GaussHermite(8))
     rules = {f"gauss-hermite-8-prune{p:g}": GaussHermite(8, p) for p in PRUNES} | {"gauss-hermite-10": GaussHermite(10)}
+    maps = {label: _solver(model, rule).map for label, rule in rules.items()}
+    sobol_maps = [_solver(model, ScrambledSobol(SOBOL_LOG2, seed)).map for seed in range(SOBOL_SEEDS)]
     records = []
     for branch, alpha in points:
         point = anchored.renewed().anchor(alpha, anchored.branch(branch))
-        sobol = [
-            -_solver(model, ScrambledSobol(SOBOL_LOG2, seed)).map.free_entropy(point.values, point.conjugates, alpha)
-            for seed in range(SOBOL_SEEDS)
-        ]
+        sobol = [-m.free_entropy(point.values, point.conjugates, alpha) for m in sobol_maps]
         mean = float(np.mean(sobol))
         record: dict[str, object] = {"branch": branch, "alpha": alpha, "found": point.branch}
         record["converged"] = point.converged
-        for label, rule in rules.items():
-            eps = -_solver(model, rule).map.free_entropy(point.values, point.conjugates, alpha)
+        for label, rule_map in maps.items():
+            eps = -rule_map.free_entropy(point.values, point.conjugates, alpha)
             record[label] = (eps - mean) / mean
         record["sobol_relative_se"] = float(np.std(sobol, ddof=1) / np.sqrt(SOBOL_SEEDS)) / mean
         records.append(record)
@@ -80,7 +79,9 @@ def starts(name: str, alphas: str) -> dict[str, object]:
         result = remembered(self, nodes, params, all_starts, tolerance)
         if fresh and len(self._directions):
             every = self._minimised(nodes, params, all_starts, tolerance)[1]
-            declared = np.ascontiguousarray(all_starts[: len(all_starts) - 4 * len(self._directions)])
+            declared = np.ascontiguousarray(
+                all_starts[: saddle_map.declared_start_count(len(all_starts), len(self._directions))]
+            )
             _, values, _, minima = self._minimised(nodes, params, declared, tolerance)
             skipped = np.isfinite(minima[:, 0, :]).sum(axis=0) == 1  # no random start there, were they to decide
             difference = result[1] - every

@@ -35,11 +35,18 @@ THOROUGH_MEMORY = 4
 Minimised = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def declared_start_count(count: int, directions: int) -> int:
+    """How many of the ``count`` thorough starts of :meth:`SaddleMap._starts` are the declared ones: they
+    come first, then the shifts ``+-omega + sqrt(V) u_j`` of each of the ``directions``, then their
+    negatives (four per direction)."""
+    return count - 4 * directions
+
+
 def first_direction_split(count: int, directions: int) -> tuple[np.ndarray, np.ndarray]:
-    """The indices, among the ``count`` thorough starts of :meth:`SaddleMap._starts` (the declared ones,
-    then the shifts ``+-omega + sqrt(V) u_j`` of each of the ``directions``, then their negatives), of the
-    declared starts with the first direction's four shifts, and of the other directions' shifts."""
-    declared = count - 4 * directions
+    """The indices, among the ``count`` thorough starts of :meth:`SaddleMap._starts`
+    (:func:`declared_start_count`), of the declared starts with the first direction's four shifts, and of
+    the other directions' shifts."""
+    declared = declared_start_count(count, directions)
     first = np.r_[: declared + 2, declared + 2 * directions : declared + 2 * directions + 2]
     return first, np.setdiff1d(np.arange(count), first)
 

@@ -15,7 +15,7 @@ from attnphase.replica.declaration import (
 from attnphase.replica.saddle_equations import derive
 from attnphase.saddle.branches import Branch, branches_of
 from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.saddle_map import first_direction_split, residual_norm
+from attnphase.saddle.saddle_map import declared_start_count, first_direction_split, residual_norm
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.settings import ProxSettings, SolverSettings
 from attnphase.saddle.symmetry import Fold
@@ -190,7 +190,7 @@ def _assert_random_starts_run_only_where_needed(m, point) -> None:
     _, value, _, _ = m._multistart(nodes, params, starts, m.settings.prox.gradient_tolerance)
     _, everywhere, _ = m.prox_from(nodes, params, starts)
     np.testing.assert_allclose(value, everywhere, rtol=1e-13, atol=1e-15)
-    declared = len(starts) - 4 * len(m._directions)
+    declared = declared_start_count(len(starts), len(m._directions))
     _, alone, _ = m.prox_from(nodes, params, starts[:declared])
     assert np.any(alone > everywhere + 1e-12)
     first, _ = first_direction_split(len(starts), len(m._directions))
