@@ -3,8 +3,11 @@ sec. 4: ``G`` is the scaled fixed-point residual of the saddle-point map).
 
 :class:`RootFinder` tries Newton's method with the residual's own Jacobian (where it has one, as
 :class:`~attnphase.saddle.saddle_map.ScaledResidual` does in closed form) or Broyden's update of a
-carried-over estimate, both with a backtracking step, then scipy's Powell hybrid method if that falls
-short of the tolerance; or damped iteration of ``x + G(x)``. It knows nothing of the map behind ``G``.
+carried-over estimate, both with a backtracking step; Broyden's falls back on scipy's Powell hybrid
+method if it stops short of the tolerance, Newton's with the exact Jacobian only if it diverges (where
+it stalls, the hybrid method spent most of a scan's evaluations and found no root the scan keeps:
+docs/validation.md, "Newton without a fallback"); or damped iteration of ``x + G(x)``. It knows
+nothing of the map behind ``G``.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ class RootFinder:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """A root of ``residual`` from ``x0``: ``newton`` (the residual's own Jacobian at every iterate,
         where it has one, else as ``broyden``) or ``broyden`` (Broyden's update of ``jacobian`` or of a
-        first estimate), then Powell's hybrid method if that falls short of the tolerance; or damped
-        iteration of ``x + residual``. Returns the best iterate found and the final Jacobian estimate,
-        if any."""
+        first estimate), then Powell's hybrid method if Broyden's falls short of the tolerance or either
+        diverges (module docstring); or damped iteration of ``x + residual``. Returns the best iterate
+        found and the final Jacobian estimate, if any."""
         if self.method == "damped":
             return self._damped(residual, x0), None
         exact = self.method == "newton" and hasattr(residual, "jacobian")
@@ -50,7 +53,7 @@ class RootFinder:
             x, jac_out = None, None
         else:
             x, jac_out = self._quasi_newton(residual, x0, jacobian, exact)
-        if x is None or np.abs(residual(x)).max() > self.tolerance:
+        if x is None or (not exact and np.abs(residual(x)).max() > self.tolerance):
             begin = x0 if x is None else x
             jac = (lambda y: jacobian_of(residual, y, residual(y))) if exact else None
             sol = scipy.optimize.root(

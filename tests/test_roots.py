@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.optimize
 
 from attnphase.saddle.roots import RootFinder
 
@@ -43,3 +44,35 @@ def test_a_step_out_of_the_domain_is_shortened_before_the_residual_is_evaluated(
         assert x[0] == pytest.approx(1.0, abs=1e-12)
     assert min(inside.calls) > 0.0 and len(inside.calls) <= 10
     assert min(blind.calls) < 0.0 and len(blind.calls) > len(inside.calls)
+
+
+class NoRoot:
+    """``G(x) = x^2 + 1`` (no real root; ``|G| >= 1``), with its Jacobian; counts its evaluations."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return x**2 + 1.0
+
+    def jacobian(self, x: np.ndarray) -> np.ndarray:
+        return np.diag(2.0 * x)
+
+
+def test_newton_with_the_exact_jacobian_gives_up_without_a_fallback_and_broyden_falls_back(monkeypatch):
+    """Where there is no root, Newton's method with the residual's own Jacobian ends once the residual
+    has not halved in eight steps, and returns its best iterate: no other method is tried
+    after it (over scans of the paper's model, Powell's hybrid method spent most of its evaluations
+    after Newton's stalls and rescued nothing the continuation needs: docs/validation.md, "Newton
+    without a fallback"). Broyden's updates of a difference estimate, which may stall short of a root,
+    still hand over to Powell's hybrid method."""
+    fallbacks = []
+    hybrid = scipy.optimize.root
+    monkeypatch.setattr(scipy.optimize, "root", lambda *a, **k: fallbacks.append(1) or hybrid(*a, **k))
+    residual = NoRoot()
+    x, _ = RootFinder(tolerance=1e-12)(residual, np.array([2.0]))
+    assert residual(x)[0] < 5.0 and not fallbacks  # the best iterate, not the start; no fallback
+    assert residual.calls <= 1 + 16 * 7  # two checks of halving, six halvings a step
+    RootFinder(method="broyden", tolerance=1e-12)(lambda y: y**2 + 1.0, np.array([2.0]))
+    assert fallbacks
