@@ -357,8 +357,13 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     bound (an overlap) or ``SMOOTHING_STEP`` times its magnitude (``q``, ``V``). In a family that is zero at the point,
     ``Psi_out`` is even: the difference is one-sided (``E[dM/dX](delta) / delta`` within the family, the
     expectation vanishing at zero) and the family has no mixed derivative with any other; both are
-    exact to order ``delta^2``. The evaluations are quick ones, their prox started from every minimum
-    the point's own (one evaluation with every start there) found at each node, then from ``+-omega``;
+    exact to order ``delta^2``. Every mixed derivative of ``Phi`` between a variable odd in a held
+    family (its entries and their conjugates) and one even in it vanishes, so the held families' block
+    of the eliminated Hessian does not see the other entries: where every overlap family is held (the
+    most symmetric point) those are not moved at all (their columns change that block by 1e-33 of its
+    largest entry at the paper's agnostic points and L3's: docs/validation.md). The evaluations are
+    quick ones, their prox started from every minimum the point's own (one evaluation with every
+    start there) found at each node, then from ``+-omega``;
     a move that leaves the point's zero pattern also from those minima's mirror images
     (:meth:`SaddleMap.prox` with ``around``)."""
     compiled = solver.compiled
@@ -366,6 +371,7 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     families = np.array(solver.families)
     overlaps, held, overlap_deltas = _overlap_moves(solver, x, step)
     in_held = np.isin(families, list(held))
+    free_overlaps = not np.all(in_held[overlaps])
     deltas = SMOOTHING_STEP * np.abs(x)
     deltas[overlaps] = overlap_deltas
     deltas = np.where(deltas > 0, deltas, step)
@@ -380,6 +386,8 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
                 evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=False, around=centre))
                 second[:, j] = np.where(families == families[j], evaluations[-1].expectations / delta, 0.0)
                 continue
+            if not free_overlaps:
+                continue  # the held families' block does not see this entry (docstring)
             evaluations += [solver.map.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]
             second[:, j] = (evaluations[-2].expectations - evaluations[-1].expectations) / (2 * delta)
             second[in_held, j] = 0.0  # eps is even in a held family: no mixed derivative

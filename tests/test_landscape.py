@@ -409,3 +409,25 @@ def test_a_constrained_trial_point_out_of_range_is_flagged_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert np.all(residual(unknowns) == 1e6)
+
+
+def test_where_every_overlap_family_is_held_the_hessian_moves_the_held_entries_alone(paper, monkeypatch):
+    """At the agnostic point every overlap family is held at zero, and the held families' block of the
+    Hessian does not see ``q`` and ``V``: the Hessian is made from the point's own evaluation and one
+    move per overlap entry, and still agrees with the constrained gradients' Hessian (to 1 % of its
+    largest entry, as at every branch in the test above)."""
+    agnostic = paper.anchor(1.0, paper.branch("agnostic"))
+    moves = []
+    evaluate = SaddleMap.evaluate
+
+    def counted(self, params, alpha, thorough=True, around=None):
+        moves.append(thorough)
+        return evaluate(self, params, alpha, thorough, around)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SaddleMap, "evaluate", counted)
+        eliminated = stability_by_elimination(paper.renewed(), agnostic)
+    assert moves == [True, False, False]  # the point, then m and theta once each
+    constrained = stability_by_constraints(paper.renewed(), agnostic)
+    scale = np.abs(constrained.hessian).max()
+    np.testing.assert_allclose(eliminated.hessian, constrained.hessian, atol=1e-2 * scale)
