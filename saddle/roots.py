@@ -4,9 +4,9 @@ sec. 4: ``G`` is the scaled fixed-point residual of the saddle-point map).
 :class:`RootFinder` tries Newton's method with the residual's own Jacobian (where it has one, as
 :class:`~attnphase.saddle.saddle_map.ScaledResidual` does in closed form) or Broyden's update of a
 carried-over estimate, both with a backtracking step; Broyden's falls back on scipy's Powell hybrid
-method if it stops short of the tolerance, Newton's with the exact Jacobian only if it diverges (where
-it stalls, the hybrid method spent most of a scan's evaluations and found no root the scan keeps:
-docs/validation.md, "Newton without a fallback"); or damped iteration of ``x + G(x)``. It knows
+method if it stops short of the tolerance, Newton's with the exact Jacobian only if it diverges (after
+its stalls, the hybrid method made two fifths of a hard scan's evaluations and found no root the scan
+kept: docs/validation.md, "Newton without a fallback"); or damped iteration of ``x + G(x)``. It knows
 nothing of the map behind ``G``.
 """
 
