@@ -67,11 +67,22 @@ class _BranchSolver:
         self.jacobian: np.ndarray | None = None
         self.solved: dict[float, FixedPoint] = {}  # on this solver's rule (lo and hi may be on another)
         self.ends: list[float] = []  # alphas the continuation did not reach
+        self.answers: dict[float, FixedPoint | RuntimeError] = {}  # what each call returned or raised
 
     def __call__(self, alpha: float) -> FixedPoint:
-        w = 0.0 if self.hi.alpha == self.lo.alpha else (alpha - self.lo.alpha) / (self.hi.alpha - self.lo.alpha)
-        point = self._solve(alpha, (1 - w) * self.lo.values + w * self.hi.values)
-        return point if point is not None else self._continued(alpha)
+        """The branch's point at ``alpha``; asked again at an alpha, the same answer (the point, or the
+        ``RuntimeError`` that it was not reached) without solving again."""
+        if alpha not in self.answers:
+            w = 0.0 if self.hi.alpha == self.lo.alpha else (alpha - self.lo.alpha) / (self.hi.alpha - self.lo.alpha)
+            try:
+                point = self._solve(alpha, (1 - w) * self.lo.values + w * self.hi.values)
+                self.answers[alpha] = point if point is not None else self._continued(alpha)
+            except RuntimeError as error:
+                self.answers[alpha] = error
+        answer = self.answers[alpha]
+        if isinstance(answer, RuntimeError):
+            raise RuntimeError(*answer.args)
+        return answer
 
     def _solve(self, alpha: float, initial: np.ndarray) -> FixedPoint | None:
         # a point of the root search for a crossing, not reported: no quadrature error check
