@@ -14,7 +14,10 @@ number of quadrature nodes (``evaluation_seconds_by_order``), assessing one fixe
 (``stability_seconds``, :func:`attnphase.saddle.landscape.assess`), the default scan's time with the
 stability of every point over its time without (``stability_overhead``), one quadrature error check
 (``error_check_seconds``, :meth:`SaddleMap.train_loss_check`) and the scan's time with the checks over
-its time without (``error_check_overhead``, both without stability), and the time of a scan of
+its time without (``error_check_overhead``, both without stability), the work the scan's points need whatever searches
+found them, redone on a fresh solver (``scan_point_work_seconds``: every point verified with every prox
+start, corrected for kinks, checked for its quadrature error and assessed for stability; its share of
+the scan, ``scan_point_work_share``), and the time of a scan of
 the positional and semantic branches without the prox's warm start over the time with it
 (``warm_start_speedup``). The JSON records the machine, its load, the settings and every timing.
 """
@@ -59,6 +62,19 @@ def timed(function):
     start = time.perf_counter()
     value = function()
     return value, time.perf_counter() - start
+
+
+def point_work_seconds(model, settings: SolverSettings, points) -> float:
+    """Seconds of the work every reported point needs whatever search found it, redone on a fresh solver
+    (no memory of thorough proxes) for ``points``: its verification with every prox start, kink correction,
+    quadrature error check and test error (:meth:`SaddlePointSolver.observe`), then its stability
+    (:func:`assess`, on a renewed copy that shares the verification's thorough prox, as the scan's does)."""
+    solver = make_solver(model, settings)
+    branches = {b.name: b for b in solver.branches}
+    start = time.perf_counter()
+    for p in points:
+        assess(solver.renewed(), solver.observe(p.values, p.alpha, branches[p.branch]))
+    return time.perf_counter() - start
 
 
 def warm_start_speedup(model, settings: SolverSettings) -> dict[str, float]:
@@ -132,6 +148,8 @@ def main() -> None:
     results["scan_within_target"] = seconds <= TARGET_SCAN_SECONDS
     results["alpha_c"] = scan.alpha_c.value
     results["alpha_l"] = scan.alpha_l.value
+    results["scan_point_work_seconds"] = point_work_seconds(model, settings, scan.points())
+    results["scan_point_work_share"] = results["scan_point_work_seconds"] / results["scan_seconds"]
     _, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error, stability=False))
     results["scan_without_stability_seconds"] = seconds
     results["stability_overhead"] = results["scan_seconds"] / seconds
