@@ -117,13 +117,15 @@ def test_alpha_l_moves_to_the_bracket_where_the_root_rule_puts_it(lasso):
     assert found.value == pytest.approx(direct, abs=1e-6)
 
 
-def test_a_branch_asked_again_at_an_alpha_answers_without_solving_again(lasso):
+def test_a_branch_asked_again_at_an_alpha_answers_without_solving_again(lasso, monkeypatch):
     """The root searches of alpha_l ask a branch at a bracket's ends more than once: the point, or the
     failure to reach it (the semantic branch is born near 0.75), is given again without a solve."""
     solver, traces = lasso
     semantic, semantic_trace = traces[1]
     solves = []
-    counting = replace_method(solver, "solve", lambda solve, *a, **k: solves.append(a[0]) or solve(*a, **k))
+    counting = solver.renewed()
+    solve = counting.solve
+    monkeypatch.setattr(counting, "solve", lambda *a, **k: solves.append(a[0]) or solve(*a, **k))
     branch = _BranchSolver(counting, semantic, semantic_trace.points[0], semantic_trace.points[0])
     point = branch(0.88)
     assert solver.on_branch(point, semantic) and solves == [0.88]
@@ -135,14 +137,6 @@ def test_a_branch_asked_again_at_an_alpha_answers_without_solving_again(lasso):
     with pytest.raises(RuntimeError, match="semantic") as again:
         branch(0.6)
     assert len(solves) == tried and str(again.value) == str(first.value)
-
-
-def replace_method(solver, name, wrapper):
-    """A renewed copy of ``solver`` whose method ``name`` goes through ``wrapper(original, *args, **kwargs)``."""
-    copy = solver.renewed()
-    original = getattr(copy, name)
-    setattr(copy, name, lambda *args, **kwargs: wrapper(original, *args, **kwargs))
-    return copy
 
 
 def test_no_positional_branch_in_the_landscape_either(lasso):
