@@ -186,12 +186,15 @@ class SaddlePointSolver:
     def anchor(self, alpha: float, branch: Branch) -> FixedPoint:
         """A first point on ``branch`` at ``alpha`` without any prior solution.
 
-        The point is first searched on the coarse rule (:meth:`coarse`) and refined on this one; if
-        the coarse search finds no point of the branch, the point it found is refined and returned
-        (the search is not repeated on this rule) if the refinement converges, and if its refinement
-        leaves the branch or does not converge, or the coarse search found the vanishing student (an
-        invariant set of the map, which a refinement from it cannot leave), the search is repeated on
-        this rule. A search tries informed starts in
+        The point is first searched on the coarse rule (:meth:`coarse`) and refined on this one. If
+        the coarse search finds no point of the branch, the search is not repeated on this rule: the
+        point it found is refined and returned, or the symmetric point if the refinement does not
+        converge and that does (docs/validation.md,
+        "A coarse search that finds nothing, and rays that leave the branch's subspace"). If the
+        coarse search found a point of the branch and its refinement leaves the branch or does not
+        converge, or the coarse search found the vanishing student (an invariant set of the map,
+        which a refinement from it cannot leave), the search is repeated on this rule. A
+        search tries informed starts in
         turn until one converges onto the branch: the fully symmetric point (all overlaps zero, a
         fixed point of every branch's subspace) with the branch's overlaps seeded at each of
         ``branch.seeds`` times their Cauchy-Schwarz bound, then the generic guess seeded the same way;
@@ -214,8 +217,10 @@ class SaddlePointSolver:
         # refined from it stays there, so where the coarse search found it this rule searches afresh
         if rough is not None and not self.overlaps.vanishes(rough.values):
             point, _ = self.solve(alpha, branch, initial=rough.values, error_check=False)
-            if self.on_branch(point, branch) or (point.converged and not coarse.on_branch(rough, branch)):
-                return point  # the coarse search found no point of the branch: neither does this one
+            if self.on_branch(point, branch):
+                return point
+            if not coarse.on_branch(rough, branch):  # the coarse search found no point of the branch
+                return self._best_of(alpha, [point])
         parent = self.symmetric_point(alpha)
         if not self.overlaps.free_families(branch):
             return parent
@@ -231,9 +236,16 @@ class SaddlePointSolver:
                     break
         if found:
             return min(found, key=lambda p: p.train_loss)
+        return self._best_of(alpha, tried)
+
+    def _best_of(self, alpha: float, tried: list[FixedPoint]) -> FixedPoint:
+        """Where no search for a branch at ``alpha`` landed on it: the best point ``tried``, labelled by
+        what it converged to, and where none converged, the symmetric point (:meth:`symmetric_point`)
+        if that has."""
+        parent = self.symmetric_point(alpha)
         if parent.converged and not any(p.converged for p in tried):
             return parent  # where every search stalls, the point they started from, converged
-        return min(tried, key=lambda p: (not p.converged, p.residual))  # labelled by what it converged to
+        return min(tried, key=lambda p: (not p.converged, p.residual))
 
     def solve(
         self,

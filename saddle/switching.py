@@ -11,21 +11,25 @@ the family non-zero. From a minimum (``eps`` rises first) it is the barrier towa
 a saddle; from a point unstable along the family (it falls first) it is the minimum the fall ends
 in. ``s`` grows along :data:`RAY`, and on along :data:`FALLING` while the ray still falls there (the
 bound is the family's at ``P``, and q grows along a falling ray, so the minimum may lie beyond it),
-each solve starting from the secant extrapolation of the two
-before (order parameters and multipliers; from the last point where that leaves the domain); the
-root is bracketed by the first sign change of the gradient. The first step is verified with every
-prox start, the later ones with the quick starts only, whose warm start carries the basins the first
-step found: a ray only brackets a root, and the fixed point it meets is solved and verified with
-every start. A solve of the containing branch from the secant estimate of the root (the bracket's
-two constrained points, interpolated where the gradient's chord vanishes) must converge onto the
-branch; if it does not, the root is refined by Brent's method and the solve repeated from there
-(where the ray's solves jump between sheets the bracket may hold no root, and then no point of the
-branch is found).
+each solve starting from the secant extrapolation of the two before (order parameters and
+multipliers; from the last point where that leaves the domain); the root is bracketed by the first
+sign change of the gradient. A ray ends, meeting nothing, at a constrained point where another
+family the branch leaves free vanishes: that point lies in a smaller invariant subspace of the map,
+which the ray's later solves, started from it, do not leave, and in which the branch has no point
+(docs/validation.md, "A coarse search that finds nothing, and rays that leave the branch's
+subspace"). The first step is verified with every prox start, the later ones with the quick starts
+only, whose warm start carries the basins the first step found: a ray only brackets a root, and the
+fixed point it meets is solved and verified with every start. A solve of the containing branch from
+the secant estimate of the root (the bracket's two constrained points, interpolated where the
+gradient's chord vanishes) must converge onto the branch; if it does not, the root is refined by
+Brent's method and the solve repeated from there (where the ray's solves jump between sheets the
+bracket may hold no root, and then no point of the branch is found).
 
 Like :meth:`SaddlePointSolver.anchor`, the ray is followed on the solver's coarse rule
 (:meth:`SaddlePointSolver.coarse`), where evaluations are cheap, and the point it meets is refined
-on the solver's rule; if that refinement leaves the branch, the ray is followed again on the
-solver's rule.
+on the solver's rule; if that refinement leaves the branch, or the coarse ray stalls (a constrained
+solve gives no usable gradient), the ray is followed again on the solver's rule. A coarse ray that
+meets nothing, or leaves the branch's subspace, is not.
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ def _follow(
     if not bound > 0:
         return None, False
     ray = ConstrainedSolver(solver, (solver.names[index],))
+    others = set(solver.overlaps.free_families(target)) - {family}
     previous: tuple[float, ConstrainedPoint] | None = None
     before: tuple[float, ConstrainedPoint] | None = None
     for s in (*RAY, *FALLING):
@@ -117,10 +122,13 @@ def _follow(
         here = ray.solve(
             point.alpha, [s * bound], initial, multipliers, correct_kinks=False, gradient_only=True, every_start=first
         )
+        crossed = here.usable_gradient and previous is not None
+        if crossed and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
+            return _polish(solver, ray, point.alpha, bound, previous, (s, here), target), False
+        if others - set(solver.overlaps.nonzero_families(here.values)):
+            return None, False  # the ray has left the branch's subspace for a smaller invariant one
         if not here.usable_gradient:
             return None, True
-        if previous is not None and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
-            return _polish(solver, ray, point.alpha, bound, previous, (s, here), target), False
         before, previous = previous, (s, here)
     return None, False
 

@@ -174,3 +174,57 @@ def test_where_every_seeded_search_stalls_the_anchor_is_the_converged_symmetric_
     point = solver.anchor(1.4, solver.branch("mixed"))
     assert point.converged and point.branch == "agnostic"
     np.testing.assert_allclose(point.values, solver.symmetric_point(1.4).values, rtol=1e-7, atol=1e-9)
+
+
+def test_a_ray_that_leaves_the_branchs_subspace_ends_there_without_a_second_try(omega_02, monkeypatch):
+    """A constrained point of the ray with another family the branch leaves free at zero (here ``m``,
+    as where a positional ray's solve falls onto ``m = 0``) lies in a smaller invariant subspace: the
+    ray meets nothing, and is not followed again on the solver's own rule."""
+    solver = omega_02
+    positional = solver.anchor(1.5, solver.branch("positional"))
+    solve = ConstrainedSolver.solve
+    m = solver.names.index("m")
+    calls = []
+
+    def collapsing(self, *args, **kwargs):
+        point = solve(self, *args, **kwargs)
+        calls.append(point)
+        if len(calls) < 2:
+            return point
+        values = point.values.copy()
+        values[m] = 0.0
+        return replace(point, values=values)
+
+    monkeypatch.setattr(ConstrainedSolver, "solve", collapsing)
+    assert along_ray(solver, positional, "theta", solver.branch("mixed")) is None
+    assert len(calls) == 2
+
+
+def test_where_the_coarse_search_finds_no_point_of_the_branch_this_rule_does_not_search_again(monkeypatch):
+    """The coarse search's point, off the branch, is refined once; if that refinement does not converge,
+    the anchor is the symmetric point where that has converged, and the refined point where it has
+    not: no seeded search is repeated on the solver's own rule."""
+    rule = GaussHermite(12)
+    solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+    mixed, alpha = solver.branch("mixed"), 1.5
+    symmetric = solver.symmetric_point(alpha)
+    assert symmetric.converged
+    seeded = solver.overlaps.seeded(symmetric.values, mixed, 0.5, solver.overlaps.seed_columns(mixed)[0])
+    rough = solver.coarse().observe(seeded, alpha, mixed, error_check=False)
+    assert not rough.converged
+    monkeypatch.setattr(solver.coarse(), "_anchored", lambda a, b: rough)
+    starts = []
+
+    def stalling(alpha, branch, initial, jacobian=None, error_check=True, persist=True):
+        starts.append(np.array(initial))
+        return solver.observe(initial, alpha, branch, error_check=False), None
+
+    monkeypatch.setattr(solver, "solve", stalling)
+    found = solver.anchor(alpha, mixed)
+    assert found.converged and np.array_equal(found.values, symmetric.values)
+    assert len(starts) == 1 and np.array_equal(starts[0], rough.values)
+
+    solver._symmetric[alpha] = replace(symmetric, converged=False)
+    refined = solver.anchor(alpha, mixed)
+    assert not refined.converged and np.array_equal(refined.values, rough.values)
+    assert len(starts) == 2
