@@ -122,8 +122,8 @@ def _follow(
         here = ray.solve(
             point.alpha, [s * bound], initial, multipliers, correct_kinks=False, gradient_only=True, every_start=first
         )
-        crossed = here.usable_gradient and previous is not None
-        if crossed and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
+        comparable = here.usable_gradient and previous is not None
+        if comparable and np.sign(here.gradient[0]) != np.sign(previous[1].gradient[0]):
             return _polish(solver, ray, point.alpha, bound, previous, (s, here), target), False
         if others - set(solver.overlaps.nonzero_families(here.values)):
             return None, False  # the ray has left the branch's subspace for a smaller invariant one
