@@ -242,9 +242,10 @@ class SaddlePointSolver:
         """Where no search for a branch at ``alpha`` landed on it: the best point ``tried``, labelled by
         what it converged to, and where none converged, the symmetric point (:meth:`symmetric_point`)
         if that has."""
-        parent = self.symmetric_point(alpha)
-        if parent.converged and not any(p.converged for p in tried):
-            return parent  # where every search stalls, the point they started from, converged
+        if not any(p.converged for p in tried):
+            parent = self.symmetric_point(alpha)
+            if parent.converged:
+                return parent  # where every search stalls, the point they started from, converged
         return min(tried, key=lambda p: (not p.converged, p.residual))
 
     def solve(
