@@ -189,13 +189,12 @@ class SaddlePointSolver:
         The point is first searched on the coarse rule (:meth:`coarse`) and refined on this one. If
         the coarse search finds no point of the branch, the search is not repeated on this rule: the
         point it found is refined and returned, or the symmetric point if the refinement does not
-        converge and that does (docs/validation.md,
-        "A coarse search that finds nothing, and rays that leave the branch's subspace"). If the
-        coarse search found a point of the branch and its refinement leaves the branch or does not
-        converge, or the coarse search found the vanishing student (an invariant set of the map,
-        which a refinement from it cannot leave), the search is repeated on this rule. A
-        search tries informed starts in
-        turn until one converges onto the branch: the fully symmetric point (all overlaps zero, a
+        converge and that does (docs/validation.md, "A coarse search that finds nothing, and rays
+        that leave the branch's subspace"). If the coarse search found a point of the branch and its
+        refinement leaves the branch or does not converge, or the coarse search found the vanishing
+        student (an invariant set of the map, which a refinement from it cannot leave), the search is
+        repeated on this rule. A search tries informed starts in turn until one converges onto the
+        branch: the fully symmetric point (all overlaps zero, a
         fixed point of every branch's subspace) with the branch's overlaps seeded at each of
         ``branch.seeds`` times their Cauchy-Schwarz bound, then the generic guess seeded the same way;
         it does so for each way to put the seeds on the student's columns
