@@ -39,6 +39,7 @@ from attnphase.experiments.study import StudyResult, output_directory, progress_
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.solver import SaddlePointSolver
+from attnphase.saddle.switching import anchor
 
 #: The informed initialisations, each named as the branch it starts on in the paper (THEORY.md sec. 6).
 INFORMED_INITS = ("positional", "semantic")
@@ -51,12 +52,14 @@ FIT_COLUMNS = ("init", "quantity", "rate", "rate_se", "C", "points")
 
 def theory_values(solver: SaddlePointSolver, alpha: float) -> dict[str, dict[str, float]]:
     """Per initialisation, the ``d -> infinity`` values of its quantities on the branch where the family it
-    aims at alone is non-zero (the overlaps as family norms, ``|m|`` and ``|theta|``)."""
+    aims at alone is non-zero (the overlaps as family norms, ``|m|`` and ``|theta|``), each found by the
+    seeded search and, where that lands elsewhere, the rays from the branches it contains
+    (:func:`saddle.switching.anchor`)."""
     model = solver.compiled.system.model
     labels = family_labels(model)
     values = {}
     for init, family in FAMILY_OF_INIT.items():
-        point = solver.anchor(alpha, solver.branch(labels[family]))
+        point = anchor(solver, alpha, solver.branch(labels[family]))
         if not point.converged or point.branch != labels[family]:
             found = f"found the {point.branch} branch" if point.converged else f"did not converge ({point.status})"
             raise ValueError(f"the {labels[family]} branch has no fixed point at alpha = {alpha:g}: the search {found}")

@@ -18,9 +18,10 @@ from attnphase.replica.variants import variant
 from attnphase.saddle.continuation import BranchTrace
 from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.roots import RootFinder
 from attnphase.saddle.scan import make_solver, run_scan
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.solver import SaddlePointSolver
+from attnphase.saddle.solver import SEED_ITERATIONS, SaddlePointSolver
 from attnphase.saddle.switching import along_ray, anchor
 
 
@@ -228,3 +229,50 @@ def test_where_the_coarse_search_finds_no_point_of_the_branch_this_rule_does_not
     refined = solver.anchor(alpha, mixed)
     assert not refined.converged and np.array_equal(refined.values, rough.values)
     assert len(starts) == 2
+
+
+def test_a_coarse_point_of_the_branch_that_refines_onto_a_more_symmetric_one_ends_the_search(monkeypatch):
+    """Where the coarse search lands on the branch but its refinement on the solver's rule converges onto
+    a more symmetric point (the coarse rule's branch reaches where this rule's does not), that point is
+    the anchor: the seeded search is not repeated on the solver's rule (the rays from the point go on)."""
+    rule = GaussHermite(12)
+    solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+    semantic, alpha = solver.branch("semantic"), 2.0
+    rough = solver.coarse().anchor(alpha, semantic)
+    assert solver.coarse().on_branch(rough, semantic)
+    symmetric = solver.symmetric_point(alpha)
+    assert symmetric.converged and symmetric.branch == "agnostic"
+    monkeypatch.setattr(solver.coarse(), "_anchored", lambda a, b: rough)
+    starts = []
+
+    def collapsing(alpha, branch, initial, jacobian=None, error_check=True, persist=True):
+        starts.append(np.array(initial))
+        return symmetric, None
+
+    monkeypatch.setattr(solver, "solve", collapsing)
+    found = solver.anchor(alpha, semantic)
+    assert found.converged and found.branch == "agnostic" and np.array_equal(found.values, symmetric.values)
+    assert len(starts) == 1 and np.array_equal(starts[0], rough.values)
+
+
+def test_a_seeded_trial_gives_way_within_seed_iterations_and_every_other_search_persists(monkeypatch):
+    """The root searches of an anchor's seeded trials run at most ``SEED_ITERATIONS`` Newton iterations;
+    the refinement of the coarse point and the symmetric point's search keep the settings' budget."""
+    rule = GaussHermite(12)
+    solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+    budgets = []
+    call = RootFinder.__call__
+
+    def recording(finder, residual, x0, jacobian=None):
+        budgets.append(finder.max_evaluations)
+        return call(finder, residual, x0, jacobian)
+
+    monkeypatch.setattr(RootFinder, "__call__", recording)
+    seeded = solver.overlaps.seeded(solver.symmetric_point(1.5).values, solver.branch("mixed"), 0.9)
+    budgets.clear()
+    solver.solve(1.5, solver.branch("mixed"), initial=seeded, persist=False)
+    assert budgets and set(budgets) == {SEED_ITERATIONS}
+    budgets.clear()
+    solver.solve(1.5, solver.branch("mixed"), initial=seeded)
+    assert budgets and set(budgets) == {solver.settings.max_evaluations}
+    assert SEED_ITERATIONS < solver.settings.max_evaluations
