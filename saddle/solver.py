@@ -40,11 +40,6 @@ from attnphase.saddle.validation import check_alpha
 #: The conjugates ``qhat`` and ``Vhat`` of the generic guess where the equations have no finite value at zero conjugates
 #: (:meth:`SaddlePointSolver.generic_guess`).
 GUESS_SPREAD = 1e-2
-#: Newton iterations of a seeded trial that may give way (``persist`` off, :meth:`SaddlePointSolver.solve`)
-#: before it does: every seed that landed on its branch in the scans of docs/validation.md ("Seeds that
-#: give way", "Coarse points that refine onto a more symmetric one") settled within 30 evaluations of
-#: the map, so within as many iterations.
-SEED_ITERATIONS = 30
 
 
 class SaddlePointSolver:
@@ -201,9 +196,9 @@ class SaddlePointSolver:
         returned: the coarse rule's point lies in the basin of the contained point on this rule, and
         where this rule has a point of the branch beside it, the rays from the contained branches'
         points are the search for it (:func:`saddle.switching.anchor`; docs/validation.md, "Coarse
-        points that refine onto a more symmetric one"). If the
-        refinement does not converge, or the coarse search found the vanishing student (an invariant
-        set of the map, which a refinement from it cannot leave), the search is repeated on this rule.
+        points that refine onto a more symmetric one"). If the refinement does not converge, or the
+        coarse search found the vanishing student (an invariant set of the map, which a refinement
+        from it cannot leave), the search is repeated on this rule.
 
         A search tries informed starts in turn until one converges onto the branch: the fully
         symmetric point (all overlaps zero, a fixed point of every branch's subspace) with the
@@ -211,11 +206,10 @@ class SaddlePointSolver:
         the generic guess seeded the same way; it does so for each way to put the seeds on the
         student's columns (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and returns the point
         of lowest training loss among those it finds on the branch. A seed from which Newton's method
-        finds no root of the quick map within :data:`SEED_ITERATIONS` iterations gives way to the next,
-        without the refreshed pass (``persist`` of :meth:`solve`): over the anchor searches of scans of
-        the paper's model at omega 0.1 to 0.5 (and 0.3 with the other target) and of the six-dimension
-        variants, every seed that landed on its branch found its root in the quick pass, within 30
-        evaluations (docs/validation.md, "Seeds that give way"). If none lands on the branch, the best
+        finds no root of the quick map gives way to the next without the refreshed pass (``persist`` of
+        :meth:`solve`): over the anchor searches of scans of the paper's model at omega 0.1 to 0.5 (and
+        0.3 with the other target) and of rank2, every seed that landed on its branch found its root in
+        the quick pass (docs/validation.md, "Seeds that give way"). If none lands on the branch, the best
         point found is returned, labelled by what it converged to, and if none converges, the symmetric
         point (if that has). Only the point returned is checked for its quadrature error
         (:meth:`checked`).
@@ -275,9 +269,8 @@ class SaddlePointSolver:
         :meth:`OverlapGeometry.in_gauge`); returns it and the final Jacobian estimate of ``F(x) - x`` on
         the free entries (reusable by a neighbour). ``error_check``: check a converged point's quadrature
         error (:meth:`checked`; a search that only passes through the point may skip it). ``persist``:
-        search on after a quick search that finds no root (:func:`saddle.passes.search_in_passes`); a
-        seeded trial of :meth:`anchor` gives way instead, after at most :data:`SEED_ITERATIONS`
-        iterations of its quick search."""
+        search on after a quick search that finds no root (:func:`saddle.passes.search_in_passes`; a
+        seeded trial of :meth:`anchor` gives way instead)."""
         check_alpha(alpha)
         overlaps = self.overlaps
         start = overlaps.in_gauge(np.array(initial, dtype=float), branch)
@@ -287,11 +280,10 @@ class SaddlePointSolver:
         # full pass costs four times as much and rescued 4 of 29 searches at omega = 0.2, none of them
         # on a branch's trace
         evaluations = 0
-        roots = self.roots if persist else replace(self.roots, max_evaluations=SEED_ITERATIONS)
 
         def search(x0: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
             nonlocal evaluations, jacobian
-            x, jacobian, used, settled = self._find_root(alpha, free, x0, jacobian, thorough, roots)
+            x, jacobian, used, settled = self._find_root(alpha, free, x0, jacobian, thorough)
             evaluations += used
             return x, settled
 
@@ -311,13 +303,13 @@ class SaddlePointSolver:
                 return vanishing, None
         return point, jacobian
 
-    def _find_root(self, alpha, free, start, jacobian, thorough, roots: RootFinder):
+    def _find_root(self, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self.map, alpha, thorough)
         residual = ScaledResidual(evaluate, free, start)
-        x, jac_out = roots(residual, start[free], jacobian)
+        x, jac_out = self.roots(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
-        return full, jac_out, len(evaluate), roots.settles(residual, x)
+        return full, jac_out, len(evaluate), self.roots.settles(residual, x)
 
     def tangent(self, point: FixedPoint, branch: Branch) -> np.ndarray | None:
         """The branch's direction at ``point``: ``dx/dalpha = -(dG/dx)^-1 dG/dalpha`` (zero on the

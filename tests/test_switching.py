@@ -18,10 +18,9 @@ from attnphase.replica.variants import variant
 from attnphase.saddle.continuation import BranchTrace
 from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.roots import RootFinder
 from attnphase.saddle.scan import make_solver, run_scan
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.solver import SEED_ITERATIONS, SaddlePointSolver
+from attnphase.saddle.solver import SaddlePointSolver
 from attnphase.saddle.switching import along_ray, anchor
 
 
@@ -253,26 +252,3 @@ def test_a_coarse_point_of_the_branch_that_refines_onto_a_more_symmetric_one_end
     found = solver.anchor(alpha, semantic)
     assert found.converged and found.branch == "agnostic" and np.array_equal(found.values, symmetric.values)
     assert len(starts) == 1 and np.array_equal(starts[0], rough.values)
-
-
-def test_a_seeded_trial_gives_way_within_seed_iterations_and_every_other_search_persists(monkeypatch):
-    """The root searches of an anchor's seeded trials run at most ``SEED_ITERATIONS`` Newton iterations;
-    the refinement of the coarse point and the symmetric point's search keep the settings' budget."""
-    rule = GaussHermite(12)
-    solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
-    budgets = []
-    call = RootFinder.__call__
-
-    def recording(finder, residual, x0, jacobian=None):
-        budgets.append(finder.max_evaluations)
-        return call(finder, residual, x0, jacobian)
-
-    monkeypatch.setattr(RootFinder, "__call__", recording)
-    seeded = solver.overlaps.seeded(solver.symmetric_point(1.5).values, solver.branch("mixed"), 0.9)
-    budgets.clear()
-    solver.solve(1.5, solver.branch("mixed"), initial=seeded, persist=False)
-    assert budgets and set(budgets) == {SEED_ITERATIONS}
-    budgets.clear()
-    solver.solve(1.5, solver.branch("mixed"), initial=seeded)
-    assert budgets and set(budgets) == {solver.settings.max_evaluations}
-    assert SEED_ITERATIONS < solver.settings.max_evaluations
