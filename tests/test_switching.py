@@ -233,7 +233,8 @@ def test_where_the_coarse_search_finds_no_point_of_the_branch_this_rule_does_not
 def test_a_coarse_point_of_the_branch_that_refines_onto_a_more_symmetric_one_ends_the_search(monkeypatch):
     """Where the coarse search lands on the branch but its refinement on the solver's rule converges onto
     a more symmetric point (the coarse rule's branch reaches where this rule's does not), that point is
-    the anchor: the seeded search is not repeated on the solver's rule (the rays from the point go on)."""
+    the anchor: the seeded search is not repeated on the solver's rule (in a scan, the rays from the
+    contained branches' points follow)."""
     rule = GaussHermite(12)
     solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
     semantic, alpha = solver.branch("semantic"), 2.0
