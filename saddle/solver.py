@@ -223,12 +223,10 @@ class SaddlePointSolver:
         # refined from it stays there, so where the coarse search found it this rule searches afresh
         if rough is not None and not self.overlaps.vanishes(rough.values):
             point, _ = self.solve(alpha, branch, initial=rough.values, error_check=False)
-            if self.on_branch(point, branch):
+            if point.converged:  # on the branch, or (its subspace holds the refinement) a more symmetric point
                 return point
             if not coarse.on_branch(rough, branch):  # the coarse search found no point of the branch
                 return self._best_of(alpha, [point])
-            if point.converged:  # the coarse point of the branch refines onto a more symmetric point
-                return point
         parent = self.symmetric_point(alpha)
         if not self.overlaps.free_families(branch):
             return parent
