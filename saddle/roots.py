@@ -30,13 +30,17 @@ class Residual(Protocol):
 @dataclass(frozen=True)
 class RootFinder:
     """A root of a residual from a start by ``method`` (``newton``, ``broyden``, ``hybr`` or ``damped``),
-    to ``max |G| <= tolerance``, within about ``max_evaluations`` evaluations of ``G`` per stage;
-    ``damping`` is the step of the damped iteration."""
+    to ``max |G| <= tolerance``, within ``max_evaluations`` steps per stage (Newton's or Broyden's
+    iterations, each with a line search; the hybrid method's and the damped iteration's evaluations of
+    ``G``); ``damping`` is the step of the damped iteration. ``evaluation_budget``: a search that has
+    evaluated ``G`` this many times in all gives way and returns its best iterate (``None``: no budget;
+    an exact Jacobian costs no evaluation, differences one per coordinate)."""
 
     method: Literal["newton", "broyden", "hybr", "damped"] = "newton"
     tolerance: float = 1e-9
     max_evaluations: int = 60
     damping: float = 0.5
+    evaluation_budget: int | None = None
 
     def __call__(
         self, residual: Residual, x0: np.ndarray, jacobian: np.ndarray | None = None
@@ -45,7 +49,19 @@ class RootFinder:
         where it has one, else as ``broyden``) or ``broyden`` (Broyden's update of ``jacobian`` or of a
         first estimate), then Powell's hybrid method if Broyden's falls short of the tolerance or either
         diverges (module docstring); or damped iteration of ``x + residual``. Returns the best iterate
-        found and the final Jacobian estimate, if any."""
+        found and the final Jacobian estimate, if any; with an ``evaluation_budget``, the best point
+        evaluated before the budget was spent, if it was (:class:`BudgetedResidual`)."""
+        if self.evaluation_budget is None:
+            return self._search(residual, x0, jacobian)
+        budgeted = BudgetedResidual(residual, self.evaluation_budget)
+        try:
+            return self._search(budgeted, x0, jacobian)
+        except BudgetSpent:
+            return budgeted.best_x, None
+
+    def _search(
+        self, residual: Residual, x0: np.ndarray, jacobian: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         if self.method == "damped":
             return self._damped(residual, x0), None
         exact = self.method == "newton" and hasattr(residual, "jacobian")
@@ -137,6 +153,38 @@ class RootFinder:
                 break
             x = x + self.damping * g
         return x
+
+
+class BudgetSpent(Exception):
+    """A root search evaluated its residual as often as its budget allows (:class:`BudgetedResidual`)."""
+
+
+class BudgetedResidual:
+    """``residual`` evaluated at no more than ``budget`` distinct points: a call at one more raises
+    :class:`BudgetSpent`. It keeps the best point evaluated (``best_x``, the lowest ``max |G|``) and has
+    the residual's ``jacobian`` and ``feasible`` where the residual has them."""
+
+    def __init__(self, residual: Residual, budget: int) -> None:
+        self.residual, self.budget = residual, budget
+        self.best_x: np.ndarray | None = None
+        self._best_norm = np.inf
+        self._seen: set[bytes] = set()
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        key = x.tobytes()
+        if key not in self._seen:
+            if len(self._seen) >= self.budget:
+                raise BudgetSpent
+            self._seen.add(key)
+        g = self.residual(x)
+        norm = np.abs(g).max()
+        norm = norm if np.isfinite(norm) else np.inf  # a non-finite residual is the worst point
+        if self.best_x is None or norm < self._best_norm:
+            self.best_x, self._best_norm = x.copy(), norm
+        return g
+
+    def __getattr__(self, name: str):
+        return getattr(self.residual, name)
 
 
 #: Halvings of a step in search of a point where the residual is defined (:func:`_feasible_fraction`).

@@ -40,6 +40,11 @@ from attnphase.saddle.validation import check_alpha
 #: The conjugates ``qhat`` and ``Vhat`` of the generic guess where the equations have no finite value at zero conjugates
 #: (:meth:`SaddlePointSolver.generic_guess`).
 GUESS_SPREAD = 1e-2
+#: Evaluations of ``F`` after which a seeded trial of an anchor search gives way to the next seed
+#: (:meth:`SaddlePointSolver.anchor`): over the anchor searches of 20-alpha scans of the paper's model
+#: (omega 0.1 to 0.5, sigma 1.0, the other target), four-dimension and six-dimension variants, every
+#: seed that landed on its branch did within 22 (docs/validation.md, "Seeds that give way").
+SEEDED_TRIAL_EVALUATIONS = 30
 
 
 class SaddlePointSolver:
@@ -206,10 +211,11 @@ class SaddlePointSolver:
         the generic guess seeded the same way; it does so for each way to put the seeds on the
         student's columns (:meth:`OverlapGeometry.seed_columns`; one at rank 1) and returns the point
         of lowest training loss among those it finds on the branch. A seed from which Newton's method
-        finds no root of the quick map gives way to the next without the refreshed pass (``persist`` of
-        :meth:`solve`): over the anchor searches of scans of the paper's model at omega 0.1 to 0.5 (and
-        0.3 with the other target) and of rank2, every seed that landed on its branch found its root in
-        the quick pass (docs/validation.md, "Seeds that give way"). If none lands on the branch, the best
+        finds no root of the quick map, or none within :data:`SEEDED_TRIAL_EVALUATIONS` evaluations,
+        gives way to the next without the refreshed pass (``persist`` of :meth:`solve`): over the anchor
+        searches of scans of the paper's model and of the variants, every seed that landed on its branch
+        found its root in the quick pass, within 22 evaluations (docs/validation.md, "Seeds that give
+        way"). If none lands on the branch, the best
         point found is returned, labelled by what it converged to, and if none converges, the symmetric
         point (if that has). Only the point returned is checked for its quadrature error
         (:meth:`checked`).
@@ -267,8 +273,9 @@ class SaddlePointSolver:
         :meth:`OverlapGeometry.in_gauge`); returns it and the final Jacobian estimate of ``F(x) - x`` on
         the free entries (reusable by a neighbour). ``error_check``: check a converged point's quadrature
         error (:meth:`checked`; a search that only passes through the point may skip it). ``persist``:
-        search on after a quick search that finds no root (:func:`saddle.passes.search_in_passes`; a
-        seeded trial of :meth:`anchor` gives way instead)."""
+        search on after a quick search that finds no root (:func:`saddle.passes.search_in_passes`) and
+        past :data:`SEEDED_TRIAL_EVALUATIONS` evaluations of ``F`` per pass (a seeded trial of
+        :meth:`anchor` gives way instead)."""
         check_alpha(alpha)
         overlaps = self.overlaps
         start = overlaps.in_gauge(np.array(initial, dtype=float), branch)
@@ -279,9 +286,11 @@ class SaddlePointSolver:
         # on a branch's trace
         evaluations = 0
 
+        roots = self.roots if persist else replace(self.roots, evaluation_budget=SEEDED_TRIAL_EVALUATIONS)
+
         def search(x0: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
             nonlocal evaluations, jacobian
-            x, jacobian, used, settled = self._find_root(alpha, free, x0, jacobian, thorough)
+            x, jacobian, used, settled = self._find_root(roots, alpha, free, x0, jacobian, thorough)
             evaluations += used
             return x, settled
 
@@ -301,13 +310,13 @@ class SaddlePointSolver:
                 return vanishing, None
         return point, jacobian
 
-    def _find_root(self, alpha, free, start, jacobian, thorough):
+    def _find_root(self, roots: RootFinder, alpha, free, start, jacobian, thorough):
         evaluate = MemoisedMap(self.map, alpha, thorough)
         residual = ScaledResidual(evaluate, free, start)
-        x, jac_out = self.roots(residual, start[free], jacobian)
+        x, jac_out = roots(residual, start[free], jacobian)
         full = start.copy()
         full[free] = x
-        return full, jac_out, len(evaluate), self.roots.settles(residual, x)
+        return full, jac_out, len(evaluate), roots.settles(residual, x)
 
     def tangent(self, point: FixedPoint, branch: Branch) -> np.ndarray | None:
         """The branch's direction at ``point``: ``dx/dalpha = -(dG/dx)^-1 dG/dalpha`` (zero on the

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from attnphase.saddle.roots import RootFinder
+from attnphase.saddle.roots import BudgetedResidual, BudgetSpent, RootFinder
 
 
 class Logarithm:
@@ -76,3 +76,56 @@ def test_newton_with_the_exact_jacobian_gives_up_without_a_fallback_and_broyden_
     assert residual.calls <= 1 + 16 * 7  # two checks of halving, six halvings a step
     RootFinder(method="broyden", tolerance=1e-12)(lambda y: y**2 + 1.0, np.array([2.0]))
     assert fallbacks
+
+
+class Counted:
+    """A residual that records every point it is evaluated at (as bytes, to count distinct points)."""
+
+    def __init__(self, residual) -> None:
+        self.residual, self.points = residual, []
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        self.points.append(x.tobytes())
+        return self.residual(x)
+
+
+def slow_residual(x: np.ndarray) -> np.ndarray:
+    """``G(x) = x^3`` (a triple root at 0): Newton's method only shrinks it by a third a step."""
+    return x**3
+
+
+@pytest.mark.parametrize("method", ["newton", "broyden"])
+def test_a_search_within_an_evaluation_budget_gives_way_with_its_best_point(method):
+    """A search with an ``evaluation_budget`` evaluates the residual at no more distinct points than
+    that, and returns the best point it evaluated; a budget it does not reach changes nothing."""
+    free, budgeted = Counted(slow_residual), Counted(slow_residual)
+    x_free, _ = RootFinder(method=method, tolerance=1e-12)(free, np.array([1.0]))
+    assert len(set(free.points)) > 8
+    x, _ = RootFinder(method=method, tolerance=1e-12, evaluation_budget=8)(budgeted, np.array([1.0]))
+    assert len(set(budgeted.points)) == 8
+    best = min(budgeted.points, key=lambda p: abs(np.frombuffer(p)[0]))
+    assert x.tobytes() == best and abs(x[0]) < 1.0
+    roomy = Counted(slow_residual)
+    x_roomy, _ = RootFinder(method=method, tolerance=1e-12, evaluation_budget=10_000)(roomy, np.array([1.0]))
+    assert x_roomy.tobytes() == x_free.tobytes() and roomy.points == free.points
+
+
+def test_a_budgeted_search_keeps_the_residuals_jacobian_and_domain():
+    """The budget wraps the residual without hiding its own Jacobian and domain: Newton's method with the
+    exact Jacobian still never evaluates ``log x`` outside ``x > 0``, and finds its root within the budget."""
+    residual = Logarithm(with_domain=True)
+    x, _ = RootFinder(tolerance=1e-12, evaluation_budget=10)(residual, np.array([3.0]))
+    assert x[0] == pytest.approx(1.0, abs=1e-12) and min(residual.calls) > 0.0
+
+
+def test_the_best_point_of_a_budget_is_the_lowest_finite_residual_it_saw():
+    """Where the residual is not finite at the first point of a budgeted search, a later point with a
+    finite residual is its best; once the budget is spent, a call at a new point raises, and a call at a
+    point already seen does not."""
+    budgeted = BudgetedResidual(lambda x: np.full_like(x, np.nan) if x[0] > 2.5 else x**3, 3)
+    for x in (3.0, 2.0, 1.0):
+        budgeted(np.array([x]))
+    assert budgeted.best_x[0] == 1.0
+    budgeted(np.array([2.0]))
+    with pytest.raises(BudgetSpent):
+        budgeted(np.array([0.5]))

@@ -15,6 +15,7 @@ import pytest
 
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.variants import variant
+from attnphase.saddle import solver as solver_module
 from attnphase.saddle.continuation import BranchTrace
 from attnphase.saddle.landscape import ConstrainedSolver, assess
 from attnphase.saddle.quadrature import GaussHermite
@@ -253,3 +254,22 @@ def test_a_coarse_point_of_the_branch_that_refines_onto_a_more_symmetric_one_end
     found = solver.anchor(alpha, semantic)
     assert found.converged and found.branch == "agnostic" and np.array_equal(found.values, symmetric.values)
     assert len(starts) == 1 and np.array_equal(starts[0], rough.values)
+
+
+def test_a_seeded_trial_gives_way_after_its_evaluation_budget(monkeypatch):
+    """A seeded trial of an anchor search (``persist`` off) that has not settled within
+    ``SEEDED_TRIAL_EVALUATIONS`` evaluations of the map ends there, unconverged, and the next seed
+    follows; a search that persists (continuation, refinements, rays) has no such budget."""
+    rule = GaussHermite(12)
+    solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
+    semantic, alpha = solver.branch("semantic"), 1.5
+    symmetric = solver.symmetric_point(alpha)
+    columns = solver.overlaps.seed_columns(semantic)[0]
+    seeded = solver.overlaps.seeded(symmetric.values, semantic, semantic.seeds[0], columns)
+    found, _ = solver.renewed().solve(alpha, semantic, seeded, error_check=False, persist=False)
+    assert solver.on_branch(found, semantic) and found.iterations > 4  # evaluations + 1
+    monkeypatch.setattr(solver_module, "SEEDED_TRIAL_EVALUATIONS", 3)
+    trial, _ = solver.renewed().solve(alpha, semantic, seeded, error_check=False, persist=False)
+    assert not trial.converged and trial.iterations <= 4
+    persisting, _ = solver.renewed().solve(alpha, semantic, seeded, error_check=False)
+    assert persisting.converged and np.array_equal(persisting.values, found.values)
