@@ -12,8 +12,9 @@ their first fixed point is timed when ``--quick`` is given. Derivation and compi
 fresh process with an empty kernel cache (``prepare_seconds``), then the scan in that process
 (``scan_seconds``), with the largest relative bound on the quadrature error of a converged point's eps_t
 (``error_bound``: ``FixedPoint.train_loss_error_bound / train_loss``, from the points' error checks).
-Results are merged into the results file per variant, so variants can be measured
-one at a time.
+Results are merged into the results file per variant, each with the machine it was measured on
+(its kernel build and load change the times by a third and more between days), so variants can be
+measured one at a time.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ def measure(name: str, quick: bool) -> dict[str, object]:
     return result
 
 
+def machine() -> dict[str, object]:
+    """The machine a measurement is made on: its cores, platform (with the kernel build) and Python."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", default=list(RULES))
@@ -100,8 +106,9 @@ def main() -> None:
         measured = measure(name, args.quick)
         measured["load_at_start"] = os.getloadavg()[0]
         measured["wall_seconds"] = round(time.perf_counter() - started, 2)
+        measured["machine"] = machine()
         results["variants"][name] = measured
-        results["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0]}
+        results.pop("machine", None)  # each variant's own, above: the variants are measured one at a time
         results["alphas"] = ALPHAS
         print(name, measured, flush=True)
         write_results(results, args.out)
