@@ -225,3 +225,19 @@ def test_the_mixed_branch_is_seeded_with_its_families_on_one_column_and_on_two(r
     base = np.array([POSITIONAL_START[name] for name in names])
     seeded = dict(zip(names, overlaps.seeded(base, mixed, 0.5, {"m": 0, "theta": 1}), strict=True))
     assert seeded["theta_1"] == 0 and seeded["theta_2"] > 0 and seeded["m_1"] > 0 and seeded["m_2"] == 0
+
+
+@pytest.mark.xfail(strict=True, reason="open: docs/validation.md, 'Rank 2's agnostic point: the column swap ...'")
+def test_at_equal_columns_the_map_treats_the_two_columns_alike(rank_two_solver):
+    """Where the two columns have the same overlaps (``q_1_1 = q_2_2``, ``V_1_1 = V_2_2``, all else zero:
+    rank2's agnostic point at alpha 1.41), swapping the columns is a symmetry of the envelope, so the
+    map's update must swap with them: ``F(q_1_1) = F(q_2_2)``. It does not yet: at nodes on the swap's
+    mirror plane the prox has two minima of equal ``M*`` exchanged by the swap and keeps one, and the
+    expectations in the envelope form (``E[dM*/dV]``) differ between the columns."""
+    solver = rank_two_solver
+    x = np.zeros(len(solver.names))
+    for name, value in {"q_1_1": 0.04618268, "q_2_2": 0.04618268, "V_1_1": 32.972679, "V_2_2": 32.972679}.items():
+        x[solver.names.index(name)] = value
+    updated = solver.map.evaluate(x, 1.41).updated
+    first, second = (updated[solver.names.index(name)] for name in ("q_1_1", "q_2_2"))
+    assert first == pytest.approx(second, rel=1e-9, abs=1e-12)
