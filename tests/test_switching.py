@@ -258,8 +258,8 @@ def test_a_coarse_point_of_the_branch_that_refines_onto_a_more_symmetric_one_end
 
 def test_a_seeded_trial_gives_way_after_its_evaluation_budget(monkeypatch):
     """A seeded trial of an anchor search (``persist`` off) that has not settled within
-    ``SEEDED_TRIAL_EVALUATIONS`` evaluations of the map ends there, unconverged, and the next seed
-    follows; a search that persists (continuation, refinements, rays) has no such budget."""
+    ``SEEDED_TRIAL_EVALUATIONS`` evaluations of the map ends there, unconverged (the anchor search then
+    tries its next seed); a search that persists (continuation, refinements, rays) has no such budget."""
     rule = GaussHermite(12)
     solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
     semantic, alpha = solver.branch("semantic"), 1.5
