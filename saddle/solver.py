@@ -43,7 +43,8 @@ GUESS_SPREAD = 1e-2
 #: Evaluations of ``F`` after which a seeded trial of an anchor search gives way to the next seed
 #: (:meth:`SaddlePointSolver.anchor`): over the anchor searches of 20-alpha scans of the paper's model
 #: (omega 0.1 to 0.5, sigma 1.0, the other target), four-dimension and six-dimension variants, every
-#: seed that landed on its branch did within 22 (docs/validation.md, "Seeds that give way").
+#: seed that landed on its branch did within 22 (docs/validation.md, "Seeded trials within an
+#: evaluation budget").
 SEEDED_TRIAL_EVALUATIONS = 30
 
 
@@ -214,8 +215,8 @@ class SaddlePointSolver:
         finds no root of the quick map, or none within :data:`SEEDED_TRIAL_EVALUATIONS` evaluations,
         gives way to the next without the refreshed pass (``persist`` of :meth:`solve`): over the anchor
         searches of scans of the paper's model and of the variants, every seed that landed on its branch
-        found its root in the quick pass, within 22 evaluations (docs/validation.md, "Seeds that give
-        way"). If none lands on the branch, the best
+        found its root in the quick pass (docs/validation.md, "Seeds that give way"), within 22
+        evaluations ("Seeded trials within an evaluation budget"). If none lands on the branch, the best
         point found is returned, labelled by what it converged to, and if none converges, the symmetric
         point (if that has). Only the point returned is checked for its quadrature error
         (:meth:`checked`).
