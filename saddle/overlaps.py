@@ -18,7 +18,10 @@ from attnphase.replica.declaration import OVERLAP_FAMILIES
 from attnphase.replica.order_parameters import OrderParameter
 from attnphase.saddle.branches import Branch
 from attnphase.saddle.compiled import CompiledSystem
-from attnphase.saddle.gauge import into_gauge
+from attnphase.saddle.gauge import into_gauge, rotated
+
+#: What the envelope's symmetries at a point depend on (:meth:`OverlapGeometry.symmetry_pattern`).
+SymmetryPattern = tuple[tuple[bool, ...], tuple[int, ...]]
 
 #: An overlap family counts as non-zero at a point when an entry exceeds this fraction of its bound.
 NEGLIGIBLE_OVERLAP = 1e-3
@@ -27,6 +30,12 @@ NEGLIGIBLE_OVERLAP = 1e-3
 #: zero in a point's zero pattern (:meth:`OverlapGeometry.zero_pattern`): rounding residue, far below any entry
 #: on its way to zero.
 ROUNDING_ZERO = 1e-13
+
+#: Two entries a signed permutation of the student's columns exchanges count as equal in a point's
+#: symmetry pattern (:meth:`OverlapGeometry.column_stabiliser`) when they differ by at most this fraction
+#: of the larger: rounding residue of a solve that keeps the columns alike, far below any difference on
+#: the way to a branch where they differ.
+ROUNDING_EQUAL = 1e-12
 
 #: The ranges of the fractions of its scale an entry a symmetry can flip is set to at the two points where
 #: a zero pattern's symmetries are tested (:meth:`OverlapGeometry.generic_points`): away from zero and
@@ -160,6 +169,42 @@ class OverlapGeometry:
         tiny = np.abs(params) <= ROUNDING_ZERO * self.sign_scales(params)
         return tuple(bool(v == 0 or small) for v, small in zip(params, tiny, strict=True))
 
+    @cached_property
+    def column_permutations(self) -> tuple[np.ndarray, ...]:
+        """Every signed permutation matrix ``P`` of the student's columns but the identity: ``W -> W P``
+        moves the order parameters as a rotation does (:func:`~attnphase.saddle.gauge.rotated`)."""
+        rank = self.system.parameters.q[0].shape[0]
+        matrices = []
+        for columns in itertools.permutations(range(rank)):
+            for signs in itertools.product((1.0, -1.0), repeat=rank):
+                matrix = np.zeros((rank, rank))
+                matrix[columns, range(rank)] = signs
+                if not np.array_equal(matrix, np.eye(rank)):
+                    matrices.append(matrix)
+        return tuple(matrices)
+
+    def column_stabiliser(self, params: np.ndarray) -> tuple[int, ...]:
+        """The positions in :attr:`column_permutations` of the ``P`` that leave ``params`` unchanged: the
+        entries of the zero pattern (:meth:`zero_pattern`) read as zero, and two entries ``P`` exchanges
+        equal within ``ROUNDING_EQUAL`` of the larger. Where ``P`` exchanges columns (``q_1_1 = q_2_2``,
+        ``V_1_1 = V_2_2``), the envelope may be invariant under the exchange, and then the prox has tied
+        minima on its mirror plane that only a fold with the exchange averages (docs/validation.md,
+        "Rank 2's agnostic point: the column swap where the columns are equal")."""
+        entries = self.system.entries
+        cleaned = np.where(self.zero_pattern(params), 0.0, params)
+        stabiliser = []
+        for k, matrix in enumerate(self.column_permutations):
+            moved = rotated(cleaned, entries, matrix)
+            if np.all(np.abs(moved - cleaned) <= ROUNDING_EQUAL * np.maximum(np.abs(moved), np.abs(cleaned))):
+                stabiliser.append(k)
+        return tuple(stabiliser)
+
+    def symmetry_pattern(self, params: np.ndarray) -> SymmetryPattern:
+        """What the envelope's symmetries at ``params`` depend on: the zero pattern (:meth:`zero_pattern`)
+        and the column stabiliser (:meth:`column_stabiliser`). The fold of the rule is found once per
+        pattern (:meth:`~attnphase.saddle.saddle_map.SaddleMap.fold`)."""
+        return self.zero_pattern(params), self.column_stabiliser(params)
+
     def generic_points(self, params: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Two points with the zero pattern of ``params`` at which its symmetries are tested: every
         non-zero entry a symmetry can flip set to a fraction of its scale (:meth:`sign_scales`, keeping
@@ -169,8 +214,11 @@ class OverlapGeometry:
         would pass for zero and lend the pattern the symmetry that flips it, folding the rule wrongly;
         entries of one family set to the same fraction of the same scale would be equal, and lend the
         pattern the symmetry that exchanges them, as ``m_1 = m_2`` does the swap of two tokens whose
-        encodings are exchanged.)"""
+        encodings are exchanged.) Each point is then averaged over the column stabiliser of ``params``
+        (:meth:`column_stabiliser`), so that the entries it exchanges are equal there as at ``params``, and
+        those alone."""
         zero = np.array(self.zero_pattern(params))
+        stabiliser = [self.column_permutations[k] for k in self.column_stabiliser(params)]
         points = []
         for low, high in GENERIC_FRACTIONS:
             point = params * rng.uniform(0.9, 1.0, params.size)
@@ -180,6 +228,9 @@ class OverlapGeometry:
             fractions = rng.uniform(low, high, params.size)
             point[flipped] = np.sign(params[flipped]) * fractions[flipped] * scale[flipped]
             point[zero] = 0.0
+            if stabiliser:
+                images = [rotated(point, self.system.entries, matrix) for matrix in stabiliser]
+                point = np.mean([point, *images], axis=0)
             points.append(point)
         return points[0], points[1]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from attnphase.saddle.compiled import CompiledSystem
 from attnphase.saddle.line_correction import LineCorrection
-from attnphase.saddle.overlaps import VANISHING_PROBE, OverlapGeometry
+from attnphase.saddle.overlaps import VANISHING_PROBE, OverlapGeometry, SymmetryPattern
 from attnphase.saddle.quadrature import GaussHermite
 from attnphase.saddle.settings import SolverSettings
 from attnphase.saddle.symmetry import Fold, envelope_symmetries, fold_nodes
@@ -94,8 +94,8 @@ class SaddleMap:
         k = compiled.prox_dimension
         directions = rng.standard_normal((settings.prox.directions(k), k))
         self._directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
-        self._folds: dict[tuple[bool, ...], Fold | None] = {}
-        self._warm: dict[tuple[bool, ...], np.ndarray] = {}  # the last thorough prox's minima per zero pattern
+        self._folds: dict[SymmetryPattern, Fold | None] = {}
+        self._warm: dict[SymmetryPattern, np.ndarray] = {}  # the last thorough prox's minima per symmetry pattern
         self._thorough: dict[tuple[bytes, bytes], Minimised] = {}
         self._lines: LineCorrection | None = None
 
@@ -153,7 +153,7 @@ class SaddleMap:
         tolerance = self._prox_tolerance(params)
         fold = self.fold(point)
         nodes = self.nodes if fold is None else fold.nodes
-        pattern = self.overlaps.zero_pattern(point)
+        pattern = self.overlaps.symmetry_pattern(point)
         if around is not None and (len(self._directions) or not thorough):
             declared = self.compiled.starts(nodes, point, self.consts, first=None if thorough else 2)
             found = self._minimised(nodes, point, np.concatenate([self._near(around, fold), declared]), tolerance)
@@ -191,7 +191,7 @@ class SaddleMap:
             starts += [z, *([] if around_fold is None else around_fold.images(z))]
         return np.stack(starts)
 
-    def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: tuple[bool, ...]) -> np.ndarray:
+    def _starts(self, nodes: np.ndarray, point: np.ndarray, thorough: bool, pattern: SymmetryPattern) -> np.ndarray:
         """The prox starts ``(S, k, N)`` at ``nodes`` and the kernel point ``point`` (:meth:`prox`)."""
         if not thorough:
             probes = self.compiled.starts(nodes, point, self.consts, first=2)
@@ -276,13 +276,13 @@ class SaddleMap:
         )
 
     def fold(self, params: np.ndarray) -> Fold | None:
-        """The fold of the rule under the envelope's symmetries at overlaps with the zero
-        pattern of ``params`` (found once per pattern, at two generic points of the pattern:
-        :meth:`OverlapGeometry.generic_points`; ``None`` if there is nothing
-        to fold)."""
+        """The fold of the rule under the envelope's symmetries at overlaps with the symmetry pattern
+        of ``params`` (:meth:`OverlapGeometry.symmetry_pattern`: its zero entries and the column
+        permutations that leave it unchanged), found once per pattern, at two generic points of the
+        pattern (:meth:`OverlapGeometry.generic_points`); ``None`` if there is nothing to fold."""
         if not self.settings.fold_symmetries:
             return None
-        pattern = self.overlaps.zero_pattern(params)
+        pattern = self.overlaps.symmetry_pattern(params)
         if pattern in self._folds:
             return self._folds[pattern]
         system = self.compiled.system
@@ -430,7 +430,7 @@ class SaddleMap:
             return float("nan"), float("nan")
         point = self.overlaps.kernel_point(params)
         tolerance = self._prox_tolerance(params)
-        pattern = self.overlaps.zero_pattern(point)
+        pattern = self.overlaps.symmetry_pattern(point)
         losses = []
         for rule in check.rules():
             nodes, weights = self.compiled.rule(rule)

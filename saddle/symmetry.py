@@ -1,18 +1,21 @@
 """Symmetries of the Moreau envelope, used to fold the prox onto orbit representatives.
 
-A signed token permutation ``g`` acts on the node variables ``n = (xi, eta)`` and on the prox
-variables ``z`` (THEORY.md sec. 2-3): it permutes tokens by ``pi`` and multiplies the ``xi``,
-``eta`` and ``z`` of every token by signs ``s_xi, s_eta, s_z``, one per column. If ``M(g z; g n) = M(z; n)`` for
-every ``z`` and ``n`` at the current order parameters, the global prox is equivariant,
-``z*(g n) = g z*(n)``, so it only has to be computed on one node per orbit of a rule whose
-nodes are mapped onto nodes with equal weights (tensor Gauss-Hermite is; Sobol points are
-not). The integrands themselves are still evaluated at every node, with the unfolded prox,
-so nothing is assumed about how they transform.
+A signed permutation ``g`` acts on the node variables ``n = (xi, eta)`` and on the prox variables ``z``
+(THEORY.md sec. 2-3): it permutes tokens by ``pi`` and the student's columns by ``c`` (in ``xi`` and ``z``
+alike), and multiplies the ``xi``, ``eta`` and ``z`` of every token by signs ``s_xi, s_eta, s_z``, one per
+column. If ``M(g z; g n) = M(z; n)`` for every ``z`` and ``n`` at the current order parameters, the global
+prox is equivariant, ``z*(g n) = g z*(n)``, so it only has to be computed on one node per orbit of a rule
+whose nodes are mapped onto nodes with equal weights (tensor Gauss-Hermite is; Sobol points are not). The
+integrands themselves are still evaluated at every node, with the unfolded prox, so nothing is assumed
+about how they transform.
 
-Which symmetries hold depends on the declaration and on which overlaps vanish (the branch):
-the paper's semantic branch (``m = 0``) has ``(xi, eta, z) -> -(xi, eta, z)``; the positional
-branch (``theta = 0``) has ``eta -> -eta`` and the token swap with ``xi, z -> -xi, -z``. They
-are found by testing ``M`` at random points (:func:`envelope_symmetries`), never assumed.
+Which symmetries hold depends on the declaration and on the order parameters: on which overlaps vanish
+and, at rank ``r >= 2``, on which signed permutations of the student's columns leave them unchanged
+(:meth:`~attnphase.saddle.overlaps.OverlapGeometry.symmetry_pattern`). The paper's semantic branch
+(``m = 0``) has ``(xi, eta, z) -> -(xi, eta, z)``; the positional branch (``theta = 0``) has
+``eta -> -eta`` and the token swap with ``xi, z -> -xi, -z``; a rank-2 student whose two columns have
+the same overlaps has the exchange of its columns. They are found by testing ``M`` at random points
+(:func:`envelope_symmetries`), never assumed.
 """
 
 from __future__ import annotations
@@ -31,14 +34,21 @@ INVARIANCE_TOLERANCE = 1e-11
 
 
 @dataclass(frozen=True)
-class SignedTokenPermutation:
-    """``g``: token permutation ``pi`` with signs on ``xi``, ``eta`` and ``z``, one per column (of the
-    student for ``xi`` and ``z``, of the teacher for ``eta``), the same for every token."""
+class SignedPermutation:
+    """``g``: token permutation ``pi`` and student-column permutation ``columns`` (``()`` for none), with
+    signs on ``xi``, ``eta`` and ``z``, one per column (of the student for ``xi`` and ``z``, of the teacher
+    for ``eta``), the same for every token. Column ``i`` of token ``l`` of ``g n`` is ``sign[i]`` times
+    column ``columns[i]`` of token ``pi[l]`` of ``n``."""
 
     permutation: tuple[int, ...]
     sign_xi: tuple[int, ...]
     sign_eta: tuple[int, ...]
     sign_z: tuple[int, ...]
+    columns: tuple[int, ...] = ()
+
+    def _column(self, i: int) -> int:
+        """The student column that column ``i`` of an image comes from."""
+        return self.columns[i] if self.columns else i
 
     def node_map(
         self, r: int, t: int, labels: tuple[tuple[int, int], ...] = ()
@@ -48,10 +58,11 @@ class SignedTokenPermutation:
         label with it); ``None`` if a permuted indicator is none of ``labels``."""
         L = len(self.permutation)
         index, sign = [], []
-        for width, offset, signs in ((r, 0, self.sign_xi), (t, L * r, self.sign_eta)):
+        student = [self._column(i) for i in range(r)]
+        for width, offset, signs, columns in ((r, 0, self.sign_xi, student), (t, L * r, self.sign_eta, range(t))):
             for l in range(L):
                 source = self.permutation[l]
-                index += [offset + source * width + i for i in range(width)]
+                index += [offset + source * width + column for column in columns]
                 sign += list(signs)
         for token, cluster in labels:
             if (self.permutation[token], cluster) not in labels:
@@ -62,24 +73,27 @@ class SignedTokenPermutation:
 
     def z_map(self, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Index and sign arrays mapping the prox variables ``z`` (L r of them) under this map."""
-        index = [self.permutation[l] * r + i for l in range(len(self.permutation)) for i in range(r)]
+        index = [self.permutation[l] * r + self._column(i) for l in range(len(self.permutation)) for i in range(r)]
         return np.array(index), np.tile(np.array(self.sign_z, dtype=float), len(self.permutation))
 
     @property
     def is_identity(self) -> bool:
         """Whether the map leaves every variable unchanged."""
         signs = self.sign_xi + self.sign_eta + self.sign_z
-        return self.permutation == tuple(sorted(self.permutation)) and all(s == 1 for s in signs)
+        unmoved = all(p == i for sequence in (self.permutation, self.columns) for i, p in enumerate(sequence))
+        return unmoved and all(s == 1 for s in signs)
 
 
-def candidates(L: int, r: int = 1, t: int = 1) -> list[SignedTokenPermutation]:
-    """Every signed token permutation of ``L`` tokens with ``r`` student and ``t`` teacher columns (a
-    group of order ``2^(2r + t) L!``: the per-column signs are the reflections of a student of rank
-    ``r >= 2``, whose rotations a gauge fixes)."""
+def candidates(L: int, r: int = 1, t: int = 1) -> list[SignedPermutation]:
+    """Every signed permutation of ``L`` tokens and ``r`` student columns with ``t`` teacher columns (a
+    group of order ``2^(2r + t) r! L!``: the per-column signs and the column exchanges are the
+    reflections and permutations of a student of rank ``r >= 2``, whose rotations a gauge fixes)."""
     student, teacher = (list(itertools.product((1, -1), repeat=width)) for width in (r, t))
+    exchanges = [()] if r == 1 else list(itertools.permutations(range(r)))
     return [
-        SignedTokenPermutation(p, a, b, c)
+        SignedPermutation(p, a, b, c, columns)
         for p in itertools.permutations(range(L))
+        for columns in exchanges
         for a in student
         for b in teacher
         for c in student
@@ -94,7 +108,7 @@ def envelope_symmetries(
     rng: np.random.Generator,
     samples: int = 8,
     labels: tuple[tuple[tuple[int, int], ...], np.ndarray] = ((), np.zeros((0, 1))),
-) -> list[SignedTokenPermutation] | None:
+) -> list[SignedPermutation] | None:
     """The candidates ``g`` with ``M(g z; g n) = M(z; n)`` at ``samples`` random points
     (``None`` if ``M`` is not finite there).
 
@@ -222,7 +236,7 @@ class NodeLookup:
 def fold_nodes(
     nodes: np.ndarray,
     weights: np.ndarray,
-    group: list[SignedTokenPermutation],
+    group: list[SignedPermutation],
     r: int,
     t: int,
     labels: tuple[tuple[int, int], ...] = (),

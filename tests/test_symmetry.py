@@ -11,7 +11,7 @@ from attnphase.saddle.branches import Branch
 from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
 from attnphase.saddle.scan import make_solver
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.symmetry import NodeLookup, SignedTokenPermutation, envelope_symmetries
+from attnphase.saddle.symmetry import NodeLookup, SignedPermutation, envelope_symmetries
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 AGNOSTIC = Branch("agnostic", ("m", "theta"))
@@ -78,21 +78,29 @@ def test_a_rule_without_the_symmetry_is_not_folded():
 
 
 def test_the_group_is_closed():
+    """The candidates compose as maps of the node variables: the composite of any two is a candidate, and
+    there are ``2^(2r + t) r! L!`` of them."""
+    from math import factorial
+
     from attnphase.saddle.symmetry import candidates
 
-    def compose(a: SignedTokenPermutation, b: SignedTokenPermutation) -> tuple:
-        perm = tuple(b.permutation[a.permutation[l]] for l in range(3))
-        signs = [tuple(x * y for x, y in zip(u, v, strict=True)) for u, v in zip(signs_of(a), signs_of(b), strict=True)]
-        return (perm, *signs)
+    def as_map(g: SignedPermutation, r: int, t: int) -> tuple:
+        index, sign = g.node_map(r, t)
+        z_index, z_sign = g.z_map(r)
+        return tuple(index), tuple(sign), tuple(z_index), tuple(z_sign)
 
-    def signs_of(g: SignedTokenPermutation) -> tuple:
-        return g.sign_xi, g.sign_eta, g.sign_z
+    def compose(a: SignedPermutation, b: SignedPermutation, r: int, t: int) -> tuple:
+        (ia, sa, za, zsa), (ib, sb, zb, zsb) = as_map(a, r, t), as_map(b, r, t)
+        # (a b n)[i] = sa[i] (b n)[ia[i]] = sa[i] sb[ia[i]] n[ib[ia[i]]]
+        nodes = tuple(ib[i] for i in ia), tuple(sa[k] * sb[i] for k, i in enumerate(ia))
+        prox = tuple(zb[i] for i in za), tuple(zsa[k] * zsb[i] for k, i in enumerate(za))
+        return (*nodes, *prox)
 
     for r, t in ((1, 1), (2, 1)):
         group = candidates(3, r, t)
-        keys = {(g.permutation, *signs_of(g)) for g in group}
-        assert len(group) == 2 ** (2 * r + t) * 6
-        assert all(compose(a, b) in keys for a in group for b in group)
+        keys = {as_map(g, r, t) for g in group}
+        assert len(keys) == len(group) == 2 ** (2 * r + t) * factorial(r) * 6
+        assert all(compose(a, b, r, t) in keys for a in group for b in group)
 
 
 def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_it():
@@ -159,15 +167,18 @@ def _rank_two_envelope(z: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return 0.5 * ((fields - xi) ** 2).sum(axis=(0, 1)) + ((gram - target) ** 2).sum(axis=(0, 1))
 
 
-def test_each_column_of_a_rank_two_student_has_its_own_reflection():
-    """``W -> W diag(1, -1)`` is a rotation's reflection, not a global sign: the candidates carry one sign
-    per column, so the fold (and the ties on its mirror planes) see it."""
+def test_each_column_of_a_rank_two_student_has_its_own_reflection_and_the_columns_exchange():
+    """``W -> W diag(1, -1)`` is a rotation's reflection, not a global sign, and ``W -> W [[0, 1], [1, 0]]``
+    exchanges the columns: the candidates carry one sign per column and the column permutations, so the
+    fold (and the ties on its mirror planes) see them."""
     found = envelope_symmetries(_rank_two_envelope, 2, 2, 1, np.random.default_rng(2))
-    keys = {(g.permutation, g.sign_xi, g.sign_eta, g.sign_z) for g in found}
-    assert (IDENTITY, (1, -1), (1,), (1, -1)) in keys  # the second column's reflection
-    assert (SWAP, (-1, 1), (-1,), (-1, 1)) in keys
-    assert (IDENTITY, (1, -1), (1,), (1, 1)) not in keys  # the nodes reflected without the prox
-    assert len(keys) == 2 * 4 * 2  # token swap, column signs, teacher sign
+    keys = {(g.permutation, g.columns, g.sign_xi, g.sign_eta, g.sign_z) for g in found}
+    assert (IDENTITY, IDENTITY, (1, -1), (1,), (1, -1)) in keys  # the second column's reflection
+    assert (SWAP, IDENTITY, (-1, 1), (-1,), (-1, 1)) in keys
+    assert (IDENTITY, SWAP, (1, 1), (1,), (1, 1)) in keys  # the columns' exchange
+    assert (IDENTITY, IDENTITY, (1, -1), (1,), (1, 1)) not in keys  # the nodes reflected without the prox
+    assert (IDENTITY, SWAP, (1, 1), (1,), (1, -1)) not in keys
+    assert len(keys) == 2 * 2 * 4 * 2  # token swap, column exchange, column signs, teacher sign
 
 
 def test_a_node_on_a_mirror_plane_stands_for_the_images_of_its_prox():
@@ -178,7 +189,7 @@ def test_a_node_on_a_mirror_plane_stands_for_the_images_of_its_prox():
 
     rule = GaussHermite(4)
     nodes, weights = rule.nodes(2)
-    swap = SignedTokenPermutation(SWAP, (1,), (), (1,))
+    swap = SignedPermutation(SWAP, (1,), (), (1,))
     fold = fold_nodes(nodes, weights, [swap], r=1, t=0)
     assert fold is not None and fold.ratio > 1.5
     on_plane = np.isclose(nodes[0], nodes[1])
