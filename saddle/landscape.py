@@ -52,6 +52,16 @@ HESSIAN_STEP = 1e-2
 #: relative steps of 1e-2 and 5e-2 and by 2e-4 beyond; at regular points every step from 1e-2 to 1e-1
 #: gives the curvatures of :func:`stability_by_constraints` to 1e-4 (docs/validation.md).
 SMOOTHING_STEP = 5e-2
+#: Largest spread of a Hessian by elimination (:attr:`Stability.spread`: the Hessians from the forward and
+#: from the backward differences in ``q`` and ``V`` apart, relative to its largest entry) that is kept; past
+#: it the Hessian is taken from constrained points, which need no differences in ``q`` and ``V``
+#: (:func:`stability`). Measured at the fixed points of the paper's model at omega 0.1, 0.3, 0.5 with
+#: both targets and of rank2 on Gauss-Hermite 6, at three or four alphas each: at most 0.041 wherever
+#: the two routes agree (to 2.4e-3 of the largest entry), and 0.73 to 2.3 at rank2's semantic and mixed
+#: points, where the eliminated block is nearly singular (eigenvalues 1e-6 of its largest along the
+#: second column's ``V``) and the Hessian by elimination was off by 0.26 to 50 times its largest entry
+#: (docs/validation.md, "Stability up to rotations").
+ELIMINATION_SPREAD = 0.2
 #: Largest residual of a constrained point a Hessian column is read from. Off the symmetric subspaces
 #: the map is not smooth below about 1e-6 (the prox changes basin at some nodes), and a residual r
 #: moves the curvature by about r / delta.
@@ -290,6 +300,10 @@ class Stability:
     families: tuple[str, ...]  # the family of each entry
     hessian: np.ndarray
     problem: str = ""  # why the Hessian is not usable ("" when every evaluation behind it is)
+    #: By elimination: the largest difference between the Hessians from the forward and from the backward
+    #: differences of ``E[dM/dX]`` in ``q`` and ``V``, relative to the largest entry; a measure of their
+    #: error and of how much the elimination amplifies it.
+    spread: float = 0.0
 
     @property
     def converged(self) -> bool:
@@ -321,12 +335,18 @@ def stability(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIA
     by elimination from the Hessian of ``Phi`` (:func:`stability_by_elimination`), or, at a vanishing
     student (:meth:`OverlapGeometry.vanishes`), where ``Psi_out`` cannot be differenced in ``q``
     (``q >= 0``), from the gradients of constrained points (:func:`stability_by_constraints`), unless the
-    regulariser has a kink there (:func:`stability_at_a_cusp`)."""
+    regulariser has a kink there (:func:`stability_at_a_cusp`), and from constrained points too where the
+    elimination's forward and backward differences in ``q`` and ``V`` disagree by more than
+    ``ELIMINATION_SPREAD`` (:attr:`Stability.spread`). Where the declaration has rotations, the Hessian is
+    taken on the slice of the gauge of the point's branch (:func:`_gauge_of`)."""
     if solver.overlaps.vanishes(point.values):
         if solver.compiled.regulariser_slope(solver.consts) > 0:
             return stability_at_a_cusp(solver)
         return stability_by_constraints(solver, point, step)
-    return stability_by_elimination(solver, point, step)
+    found = stability_by_elimination(solver, point, step)
+    if found.spread > ELIMINATION_SPREAD:
+        return stability_by_constraints(solver, point, step)
+    return found
 
 
 def stability_at_a_cusp(solver: SaddlePointSolver) -> Stability:
@@ -365,11 +385,12 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
     quick ones, their prox started from every minimum the point's own (one evaluation with every
     start there) found at each node, then from ``+-omega``;
     a move that leaves the point's zero pattern also from those minima's mirror images
-    (:meth:`SaddleMap.prox` with ``around``)."""
+    (:meth:`SaddleMap.prox` with ``around``). Where the declaration has rotations, the entries the gauge
+    of the point's branch holds at zero stay there, neither moved nor eliminated (:func:`_gauge_of`)."""
     compiled = solver.compiled
     x, alpha = point.values, point.alpha
     families = np.array(solver.families)
-    overlaps, held, overlap_deltas = _overlap_moves(solver, x, step)
+    overlaps, held, overlap_deltas, gauge = _overlap_moves(solver, x, step)
     in_held = np.isin(families, list(held))
     free_overlaps = not np.all(in_held[overlaps])
     deltas = SMOOTHING_STEP * np.abs(x)
@@ -380,8 +401,11 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
         centre = solver.map.evaluate(x, alpha, thorough=True)  # the warm prox start of the others
         evaluations = [centre]
         second = np.zeros((x.size, x.size))
+        forward, backward = second.copy(), second.copy()  # the columns of q and V one-sided, for the spread
         for j, delta in enumerate(deltas):
             moved = np.eye(x.size)[j] * delta
+            if gauge[j]:
+                continue  # held on the gauge's slice: not a variable of eps there
             if in_held[j]:
                 evaluations.append(solver.map.evaluate(x + moved, alpha, thorough=False, around=centre))
                 second[:, j] = np.where(families == families[j], evaluations[-1].expectations / delta, 0.0)
@@ -391,18 +415,16 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
             evaluations += [solver.map.evaluate(x + sign * moved, alpha, thorough=False) for sign in (1.0, -1.0)]
             second[:, j] = (evaluations[-2].expectations - evaluations[-1].expectations) / (2 * delta)
             second[in_held, j] = 0.0  # eps is even in a held family: no mixed derivative
-        coupling = compiled.coupling
-        phi = np.block(
-            [
-                [-alpha * (second + second.T) / 2, coupling],
-                [coupling.T, compiled.entropic_hessian(point.conjugates, solver.consts)],
-            ]
-        )
-        others = np.setdiff1d(np.arange(phi.shape[0]), overlaps)
-        eliminated = phi[np.ix_(overlaps, others)] @ np.linalg.solve(
-            phi[np.ix_(others, others)], phi[np.ix_(others, overlaps)]
-        )
-        hessian = -(phi[np.ix_(overlaps, overlaps)] - eliminated)
+            forward[:, j] = (evaluations[-2].expectations - centre.expectations) / delta
+            backward[:, j] = (centre.expectations - evaluations[-1].expectations) / delta
+            forward[in_held, j] = backward[in_held, j] = 0.0
+        eliminate = _Elimination(compiled.coupling, compiled.entropic_hessian(point.conjugates, solver.consts), alpha)
+        others = np.setdiff1d(np.arange(2 * x.size), np.concatenate([overlaps, np.flatnonzero(gauge)]))
+        hessian = eliminate(second, overlaps, others)
+        central = np.isin(np.arange(x.size), overlaps)  # the overlaps' columns stay central in both
+        forward[:, central], backward[:, central] = second[:, central], second[:, central]
+        apart = eliminate(forward, overlaps, others) - eliminate(backward, overlaps, others)
+        spread = float(np.abs(apart).max() / max(np.abs(hessian).max(), np.finfo(float).tiny))
     hessian[np.ix_(in_held[overlaps], ~in_held[overlaps])] = 0.0
     hessian[np.ix_(~in_held[overlaps], in_held[overlaps])] = 0.0
     names = tuple(solver.names[i] for i in overlaps)
@@ -413,7 +435,22 @@ def stability_by_elimination(solver: SaddlePointSolver, point: FixedPoint, step:
             f"prox: unconverged on weight {unconverged:.1e} > {solver.settings.prox_tolerance:g} "
             f"in one of the Hessian's {len(evaluations)} evaluations"
         )
-    return Stability(names, tuple(families[overlaps]), (hessian + hessian.T) / 2, problem)
+    return Stability(names, tuple(families[overlaps]), (hessian + hessian.T) / 2, problem, spread)
+
+
+class _Elimination:
+    """``d^2 eps / dX^2 = -(H_XX - H_XY H_YY^-1 H_YX)`` from ``Psi_out''`` (``second``, the differences of
+    ``E[dM/dX]``), the constant coupling of ``x`` and ``xhat`` in the trace and ``Psi_w''`` (the
+    entropic Hessian), at ``alpha`` (:func:`stability_by_elimination`)."""
+
+    def __init__(self, coupling: np.ndarray, entropic: np.ndarray, alpha: float) -> None:
+        self.coupling, self.entropic, self.alpha = coupling, entropic, alpha
+
+    def __call__(self, second: np.ndarray, kept: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """The Hessian of ``eps`` in the variables ``kept`` of ``Phi``, the variables ``others`` eliminated."""
+        phi = np.block([[-self.alpha * (second + second.T) / 2, self.coupling], [self.coupling.T, self.entropic]])
+        eliminated = phi[np.ix_(kept, others)] @ np.linalg.solve(phi[np.ix_(others, others)], phi[np.ix_(others, kept)])
+        return -(phi[np.ix_(kept, kept)] - eliminated)
 
 
 def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step: float = HESSIAN_STEP) -> Stability:
@@ -426,14 +463,17 @@ def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step:
     gradient, so their ``E[M*]`` is not corrected for kinks. Around a vanishing student
     (:meth:`OverlapGeometry.vanishes`) they have ``q`` of order ``delta^2``, where the score form's
     error grows as ``1/q``; they are solved in the envelope form, continuous there (the prox stays
-    near ``z = 0``). An independent route to :func:`stability_by_elimination` (tests/test_landscape.py)."""
+    near ``z = 0``). The entries the gauge of the point's branch holds at zero are held there too, and
+    not moved (:func:`_gauge_of`). An independent route to :func:`stability_by_elimination`
+    (tests/test_landscape.py)."""
     if solver.overlaps.vanishes(point.values):
         solver = solver.in_form("envelope")
-    index, held_at_zero, deltas = _overlap_moves(solver, point.values, step)
+    index, held_at_zero, deltas, gauge = _overlap_moves(solver, point.values, step)
     names = tuple(solver.names[i] for i in index)
     families = tuple(solver.families[i] for i in index)
-    constrained = ConstrainedSolver(solver, names)
-    centre = point.values[index]
+    fixed = np.concatenate([index, np.flatnonzero(gauge)])  # the moved entries, then the gauge's, held at zero
+    constrained = ConstrainedSolver(solver, [solver.names[i] for i in fixed])
+    centre = point.values[fixed]
     hessian = np.zeros((len(index), len(index)))
     unusable: list[ConstrainedPoint] = []
     solves = 0
@@ -442,11 +482,11 @@ def stability_by_constraints(solver: SaddlePointSolver, point: FixedPoint, step:
         for sign in (1.0,) if families[j] in held_at_zero else (1.0, -1.0):
             held = centre.copy()
             held[j] += sign * delta
-            moved = constrained.solve(point.alpha, held, point.values, point.conjugates[index], correct_kinks=False)
+            moved = constrained.solve(point.alpha, held, point.values, point.conjugates[fixed], correct_kinks=False)
             solves += 1
             if not moved.usable_gradient:
                 unusable.append(moved)
-            gradients.append(sign * moved.gradient)
+            gradients.append(sign * moved.gradient[: len(index)])
         hessian[:, j] = np.mean(gradients, axis=0) / delta
         if families[j] in held_at_zero:  # no mixed derivative with another family: eps is even in this one
             hessian[np.array(families) != families[j], j] = 0.0
@@ -492,18 +532,32 @@ def assess(solver: SaddlePointSolver, point: FixedPoint) -> FixedPoint:
 
 def _overlap_moves(
     solver: SaddlePointSolver, values: np.ndarray, step: float
-) -> tuple[np.ndarray, frozenset[str], np.ndarray]:
-    """The indices of the overlap entries, the overlap families that are zero at ``values`` (held
-    there by the branch: every entry in the point's zero pattern, :meth:`OverlapGeometry.zero_pattern`,
-    so that rounding residue left by a solve that converged into the family's subspace counts as zero),
-    and each overlap entry's move for a Hessian column: ``step`` times its Cauchy-Schwarz bound
-    (:func:`_bounds`)."""
+) -> tuple[np.ndarray, frozenset[str], np.ndarray, np.ndarray]:
+    """The indices of the overlap entries the Hessian is taken in, the overlap families that are zero at
+    ``values`` (held there by the branch: every entry in the point's zero pattern,
+    :meth:`OverlapGeometry.zero_pattern`, so that rounding residue left by a solve that converged into
+    the family's subspace counts as zero), each of those entries' move for a Hessian column: ``step``
+    times its Cauchy-Schwarz bound (:func:`_bounds`), and the mask of the entries the gauge holds at zero
+    (:func:`_gauge_of`), which are none of those entries."""
     system = solver.compiled.system
     families = np.array(solver.families)
-    index = _overlap_entries(solver)
     zero = np.array(solver.overlaps.zero_pattern(values))
     held = frozenset(f for f in system.overlap_families if np.all(zero[families == f]))
-    return index, held, step * _bounds(solver, values, index, tuple(families[index]))
+    gauge = _gauge_of(solver, held)
+    index = np.array([i for i in _overlap_entries(solver) if not gauge[i]], dtype=int)
+    return index, held, step * _bounds(solver, values, index, tuple(families[index])), gauge
+
+
+def _gauge_of(solver: SaddlePointSolver, held: frozenset[str]) -> np.ndarray:
+    """The entries held at zero by the gauge of the branch whose held overlap families are ``held``
+    (:attr:`Branch.gauge`; none without rotations). A rotation ``W -> W R`` leaves the training loss
+    unchanged and moves a fixed point along its orbit, so the Hessian of ``eps`` in every overlap
+    entry has a zero eigenvalue along the orbit (THEORY.md sec. 3), whose sign only the rule's
+    error decides. On the gauge's slice, which cuts every orbit once, the Hessian is the induced form
+    on the directions across the orbits: the point is a minimum up to rotations where it is positive
+    definite (docs/validation.md, "Stability up to rotations")."""
+    branch = next((b for b in solver.branches if set(b.zero) == held), None)
+    return np.zeros(len(solver.names), dtype=bool) if branch is None else solver.overlaps.gauge_mask(branch)
 
 
 def _overlap_entries(solver: SaddlePointSolver) -> np.ndarray:
