@@ -89,11 +89,10 @@ def candidates(L: int, r: int = 1, t: int = 1) -> list[SignedPermutation]:
     group of order ``2^(2r + t) r! L!``: the per-column signs and the column exchanges are the
     reflections and permutations of a student of rank ``r >= 2``, whose rotations a gauge fixes)."""
     student, teacher = (list(itertools.product((1, -1), repeat=width)) for width in (r, t))
-    exchanges = [()] if r == 1 else list(itertools.permutations(range(r)))
     return [
         SignedPermutation(p, a, b, c, columns)
         for p in itertools.permutations(range(L))
-        for columns in exchanges
+        for columns in itertools.permutations(range(r))
         for a in student
         for b in teacher
         for c in student
