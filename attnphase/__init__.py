@@ -12,14 +12,16 @@ between positional and semantic learning in a solvable model of dot-product atte
     result = ap.scan(model, alphas="0.5:2.5:0.1")  # branches, alpha_c, alpha_l (sec. 5-7)
     result.branches, result.thresholds           # tidy pandas tables
     result.plot(); result.save("results")        # a figure; what `attnphase scan` writes
+    ap.scan(model, "1.0,1.5", ap.ScanOptions(order=12))  # the numerical options as one object
     runs = ap.simulate(model, d=200, alphas=[1.0, 2.0], seeds=2)  # finite-d training (sec. 11)
     diagram = ap.phase_diagram([ap.paper_model(omega=w) for w in (0.2, 0.3)])  # alpha_c(omega), ...
     view = ap.landscape(model, alpha=1.25)       # training loss over (m, theta), minima and saddles
 
 The stages of the pipeline are subpackages: :mod:`attnphase.replica` (declarations and symbolic
 derivation, sympy only), :mod:`attnphase.saddle` (compiled kernels, fixed points, branches,
-thresholds), :mod:`attnphase.baseline` (the linear positional baseline) and
-:mod:`attnphase.experiments` (studies, simulations, figures, files, the command line).
+thresholds, one room per role), :mod:`attnphase.baseline` (the linear positional baseline) and
+:mod:`attnphase.experiments` (studies, simulations, figures, files, the command line). Every numerical
+knob is one :class:`Tuning`, recorded with every result.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from importlib import metadata
 from typing import TYPE_CHECKING
 
 from attnphase.experiments.landscape import LandscapeResult, landscape
+from attnphase.experiments.options import ScanOptions
 from attnphase.experiments.phase_diagram import PhaseDiagramResult, phase_diagram
-from attnphase.experiments.scan_study import ScanResult, fixed_point, scan
+from attnphase.experiments.scan import ScanResult, fixed_point, scan
 from attnphase.replica.declaration import (
     AttentionModel,
     DeclarationError,
@@ -46,14 +49,16 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import ReplicaSystem, derive
 from attnphase.replica.variants import VARIANTS, Variant, variant
-from attnphase.saddle.fixed_point import FixedPoint
-from attnphase.saddle.quadrature import GaussHermite, QuadratureCheck, ScrambledSobol
-from attnphase.saddle.settings import ProxSettings, SolverSettings
+from attnphase.saddle.points.fixed_point import FixedPoint
+from attnphase.saddle.quadrature.check import QuadratureCheck
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.tuning import Tuning
 
 if TYPE_CHECKING:
     from attnphase.experiments.finite_size import FiniteSizeResult, finite_size
     from attnphase.experiments.histogram import HistogramResult, histogram
-    from attnphase.experiments.simulate_study import SimulationResult, simulate
+    from attnphase.experiments.simulate import SimulationResult, simulate
     from attnphase.experiments.uninformed import UninformedResult, uninformed
 
 try:
@@ -63,8 +68,8 @@ except metadata.PackageNotFoundError:  # pragma: no cover - running from a sourc
 
 # the studies that train torch models load torch only when first used
 _LAZY = {
-    "simulate": "attnphase.experiments.simulate_study",
-    "SimulationResult": "attnphase.experiments.simulate_study",
+    "simulate": "attnphase.experiments.simulate",
+    "SimulationResult": "attnphase.experiments.simulate",
     "finite_size": "attnphase.experiments.finite_size",
     "FiniteSizeResult": "attnphase.experiments.finite_size",
     "uninformed": "attnphase.experiments.uninformed",
@@ -101,14 +106,15 @@ __all__ = [
     "MixedPositionalTeacher",
     "PhaseDiagramResult",
     "PositionalEncodings",
-    "ProxSettings",
     "QuadratureCheck",
     "ReplicaSystem",
     "Ridge",
+    "ScanOptions",
     "ScanResult",
     "ScrambledSobol",
     "SimulationResult",
     "SolverSettings",
+    "Tuning",
     "UninformedResult",
     "UntiedDotProductAttention",
     "VARIANTS",

@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from attnphase.replica.saddle_equations import ReplicaSystem
-from attnphase.saddle.quadrature import GaussHermite, QuadratureRule, with_labels
+from attnphase.saddle.quadrature.rules import GaussHermite, QuadratureRule, with_labels
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Measurements behind statements of docs/validation.md that no test or other benchmark makes.
+"""Measurements behind statements of the validation pages (docs/validation/) that no test or other benchmark makes.
 
     python benchmarks/claims.py stability-rule   # curvatures of the default scan on coarser rules
     python benchmarks/claims.py prox-starts      # random prox starts on a three-token declaration
@@ -10,7 +10,7 @@ Each writes ``benchmarks/results/claims_<name>.json``:
   20, its stability on the default rule) assessed again on Gauss-Hermite 10, 12 and 14: the largest
   differences of the curvatures in m and theta, and how many points change ``stable``.
 - ``prox-starts``: at the fixed points of the three-token declaration of tests/conftest.py (omega 0.1
-  and 0.3, alpha 0.8 and 2, every branch its anchor reaches, Gauss-Hermite 8), a thorough evaluation
+  and 0.3, alpha 0.8 and 2, every branch its anchor reaches, Gauss-Hermite 8), a full evaluation
   of the map with 0, 3, 12 and 48 random start directions: how far ``F`` and ``E[M*]`` move from the
   declared starts alone.
 - ``elastic-net``: the semantic point at alpha = 2 against training at d = 400 (four seeds, proximal
@@ -28,11 +28,13 @@ from results_file import write_results
 
 import attnphase as ap
 from attnphase.baseline.linear import linear_baseline
-from attnphase.saddle.branches import Branch
-from attnphase.saddle.landscape import assess
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver, run_scan
-from attnphase.saddle.settings import ProxSettings, SolverSettings
+from attnphase.saddle.geometry.branches import Branch
+from attnphase.saddle.phases.survey import make_solver, survey
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.stability.assessment import assess
+from attnphase.saddle.tuning import Tuning
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
 RESULTS = Path(__file__).parent / "results"
@@ -41,7 +43,7 @@ RESULTS = Path(__file__).parent / "results"
 def stability_rule() -> dict[str, object]:
     model = ap.paper_model()
     solver = make_solver(model)
-    scan = run_scan(solver, DEFAULT_ALPHAS, linear_baseline(solver.compiled.system).test_error)
+    scan = survey(solver, DEFAULT_ALPHAS, linear_baseline(solver.problem.compiled.system).test_error)
     points = [p for p in scan.points() if p.converged and p.stable is not None]
     results: dict[str, object] = {"points": len(points)}
     for order in (10, 12, 14):
@@ -71,15 +73,16 @@ def prox_starts() -> list[dict[str, object]]:
         model = three_tokens(omega)
         settings = SolverSettings(quadrature=rule, test_quadrature=rule)
         solvers = {
-            n: make_solver(model, dataclasses.replace(settings, prox=ProxSettings(extra_directions=n)))
+            n: make_solver(model, dataclasses.replace(settings, tuning=Tuning().replaced(prox={"extra_directions": n})))
             for n in (0, 3, 12, 48)
         }
+        search = AnchorSearch(solvers[3])
         for alpha in (0.8, 2.0):
             for branch in solvers[3].branches:
-                point = solvers[3].anchor(alpha, branch)
+                point = search(alpha, branch)
                 if not (point.converged and point.branch == branch.name):
                     continue
-                maps = {n: s.map.evaluate(point.values, alpha) for n, s in solvers.items()}
+                maps = {n: s.problem.map.evaluate(point.values, alpha) for n, s in solvers.items()}
                 rows.append(
                     {"omega": omega, "alpha": alpha, "branch": branch.name}
                     | {
@@ -94,7 +97,7 @@ def prox_starts() -> list[dict[str, object]]:
 
 
 def elastic_net() -> list[dict[str, object]]:
-    from attnphase.experiments.simulation import SimulationSettings, simulate
+    from attnphase.experiments.training import SimulationSettings, simulate
 
     semantic = Branch("semantic", ("m",))
     settings = [
@@ -107,7 +110,7 @@ def elastic_net() -> list[dict[str, object]]:
     columns = ("q", "m", "theta", "train_loss", "test_error")
     for numbers, regulariser in settings:
         model = dataclasses.replace(ap.paper_model(**numbers), regulariser=regulariser)
-        theory = make_solver(model).anchor(2.0, semantic).row()
+        theory = AnchorSearch(make_solver(model))(2.0, semantic).row()
         training = SimulationSettings.of_model(
             model,
             d=400,

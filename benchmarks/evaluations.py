@@ -13,7 +13,7 @@ process CPU time (numba on one thread, so the CPU time is the work done). Two me
 - ``scan``: every branch of the paper's model at omega = 0.35 over alpha = 0.5, 0.75, ..., 2.5 on
   Gauss-Hermite 12, without stability (the tutorial's scan), per trace;
 - ``ray``: the ray from the agnostic point at omega = 0.3, alpha = 0.6 along theta
-  (:func:`attnphase.saddle.switching.along_ray`), which meets no semantic point (the semantic
+  (:func:`attnphase.saddle.search.rays.along_ray`), which meets no semantic point (the semantic
   branch starts near alpha = 0.74), on the default rule.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -30,24 +31,30 @@ import numpy as np
 from results_file import write_results
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.saddle_map import SaddleMap
-from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.equations.problem import Problem
+from attnphase.saddle.equations.saddle_map import SaddleMap
+from attnphase.saddle.phases.survey import make_solver, survey
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch, generic_guess
+from attnphase.saddle.search.rays import along_ray
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.switching import along_ray
 
 SCAN_ALPHAS = np.round(0.5 + 0.25 * np.arange(9), 10)
 
 
 class EvaluationCounter:
     """Counts and CPU seconds of :meth:`SaddleMap.evaluate` by rule order and kind, and of the
-    passes that integrate the map's Jacobian (:meth:`SaddleMap.expectation_jacobian`)."""
+    passes that integrate the map's Jacobian (:meth:`SaddleMap.expectation_jacobian`). A map knows its
+    nodes, not its rule: the order of each map's rule is noted where its problem makes it."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.seconds: Counter[str] = Counter()
         self._evaluate = SaddleMap.evaluate
         self._jacobian = SaddleMap.expectation_jacobian
+        self._make_map = Problem._map
+        self._orders: weakref.WeakKeyDictionary[SaddleMap, int] = weakref.WeakKeyDictionary()
 
     def _counted(self, key: str, function, *args):
         start = time.process_time()
@@ -60,19 +67,27 @@ class EvaluationCounter:
     def __enter__(self) -> EvaluationCounter:
         counter = self
 
-        def evaluate(saddle_map, params, alpha, thorough=True):
-            key = f"order {saddle_map.settings.quadrature.order}, {'thorough' if thorough else 'quick'}"
-            return counter._counted(key, counter._evaluate, saddle_map, params, alpha, thorough)
+        def make_map(compiled, settings, *rest):
+            made = counter._make_map(compiled, settings, *rest)
+            counter._orders[made] = settings.quadrature.order
+            return made
+
+        def evaluate(saddle_map, params, alpha, effort=Effort.FULL, around=None):
+            kind = "thorough" if effort is Effort.FULL else "quick"
+            key = f"order {counter._orders[saddle_map]}, {kind}"
+            return counter._counted(key, counter._evaluate, saddle_map, params, alpha, effort, around)
 
         def expectation_jacobian(saddle_map, ev):
-            key = f"order {saddle_map.settings.quadrature.order}, jacobian"
+            key = f"order {counter._orders[saddle_map]}, jacobian"
             return counter._counted(key, counter._jacobian, saddle_map, ev)
 
+        Problem._map = staticmethod(make_map)
         SaddleMap.evaluate = evaluate
         SaddleMap.expectation_jacobian = expectation_jacobian
         return self
 
     def __exit__(self, *_exc) -> None:
+        Problem._map = staticmethod(self._make_map)
         SaddleMap.evaluate = self._evaluate
         SaddleMap.expectation_jacobian = self._jacobian
 
@@ -94,7 +109,7 @@ def scan_evaluations(counter: EvaluationCounter) -> dict[str, object]:
     """The tutorial's scan, per branch trace (module docstring)."""
     settings = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12), threshold_quadrature=None)
     solver = make_solver(paper_model(omega=0.35), settings)
-    solver.map.evaluate(solver.generic_guess(), 1.0)  # compile outside the count
+    solver.problem.map.evaluate(generic_guess(solver), 1.0)  # compile outside the count
     counter.reset()
     traces: dict[str, object] = {}
 
@@ -103,7 +118,7 @@ def scan_evaluations(counter: EvaluationCounter) -> dict[str, object]:
         counter.reset()
 
     start = time.perf_counter()
-    scan = run_scan(solver, SCAN_ALPHAS, reference_error=0.5, on_trace=on_trace, stability=False)
+    scan = survey(solver, SCAN_ALPHAS, reference_error=0.5, on_trace=on_trace, stability=False)
     return {
         "omega": 0.35,
         "alphas": SCAN_ALPHAS.tolist(),
@@ -119,10 +134,11 @@ def scan_evaluations(counter: EvaluationCounter) -> dict[str, object]:
 def ray_evaluations(counter: EvaluationCounter) -> dict[str, object]:
     """The ray that meets nothing (module docstring)."""
     solver = make_solver(paper_model(omega=0.3), SolverSettings())
-    agnostic = solver.anchor(0.6, solver.branch("agnostic"))
+    search = AnchorSearch(solver)
+    agnostic = search(0.6, solver.branch("agnostic"))
     counter.reset()
     start = time.perf_counter()
-    met = along_ray(solver, agnostic, "theta", solver.branch("semantic"))
+    met = along_ray(search, agnostic, "theta", solver.branch("semantic"))
     return {
         "omega": 0.3,
         "alpha": 0.6,

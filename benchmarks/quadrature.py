@@ -37,10 +37,11 @@ from results_file import write_results
 from attnphase.baseline.linear import linear_baseline
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.branches import branches_of
-from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
-from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.geometry.branches import branches_of
+from attnphase.saddle.phases.survey import make_solver, survey
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.search.tracer import trace_branch
 from attnphase.saddle.settings import SolverSettings
 
 RULES = [
@@ -92,14 +93,14 @@ def main() -> None:
         return
     model = paper_model()
     anchors = {}
-    base = make_solver(model, SolverSettings(quadrature=GaussHermite(20)))
+    base = AnchorSearch(make_solver(model, SolverSettings(quadrature=GaussHermite(20))))
     for branch, alpha in POINTS:
-        anchors[(branch.name, alpha)] = base.anchor(alpha, branch)
+        anchors[(branch.name, alpha)] = base(alpha, branch)
     results = []
     for rule in RULES:
         solver = make_solver(model, SolverSettings(quadrature=rule))
         started = time.perf_counter()
-        row: dict[str, object] = {"rule": rule.label, "nodes": int(solver.map.nodes.shape[1])}
+        row: dict[str, object] = {"rule": rule.label, "nodes": int(solver.problem.map.nodes.shape[1])}
         for branch, alpha in POINTS:
             point, _ = solver.solve(alpha, branch, initial=anchors[(branch.name, alpha)].values)
             key = f"{branch.name}_{alpha:g}"
@@ -110,7 +111,7 @@ def main() -> None:
             row[f"{key}_test_error"] = point.test_error
             row[f"{key}_converged"] = point.converged
         scanning = make_solver(model, SolverSettings(quadrature=rule, threshold_quadrature=None))
-        scan = run_scan(scanning, THRESHOLD_ALPHAS, linear_baseline(solver.compiled.system).test_error)
+        scan = survey(scanning, THRESHOLD_ALPHAS, linear_baseline(solver.problem.compiled.system).test_error)
         row["alpha_c"] = scan.alpha_c.value
         row["alpha_l"] = scan.alpha_l.value
         row["seconds"] = round(time.perf_counter() - started, 1)
@@ -131,8 +132,9 @@ def reference_train_loss(previous: list[dict[str, object]], log2_points: int = 2
     seeds = list(REFERENCE_SEEDS)
     known = {(r["branch"], r["alpha"]): r for r in previous if r["rule"] == rule and r["seeds"] == seeds}
     rows = []
+    search = AnchorSearch(default)
     for branch, alpha in POINTS:
-        anchor = default.anchor(alpha, branch)
+        anchor = search(alpha, branch)
         point, jacobian = default.solve(alpha, branch, initial=anchor.values)
         if (branch.name, alpha) in known:
             old = known[(branch.name, alpha)]
@@ -142,7 +144,7 @@ def reference_train_loss(previous: list[dict[str, object]], log2_points: int = 2
             for seed in REFERENCE_SEEDS:
                 started = time.perf_counter()
                 fine = make_solver(model, SolverSettings(quadrature=ScrambledSobol(log2_points, seed)))
-                stationary.append(-fine.map.free_entropy(point.values, point.conjugates, alpha))
+                stationary.append(-fine.problem.observables.free_entropy(point.values, point.conjugates, alpha))
                 refined, _ = fine.solve(alpha, branch, initial=point.values, jacobian=jacobian)
                 solved.append(refined.train_loss)
                 converged.append(refined.converged)
@@ -181,7 +183,7 @@ def correction_along_branches(seed: int = 1) -> list[dict[str, object]]:
         if branch.name not in ALONG:
             continue
         for point in trace_branch(default, branch, ALONG[branch.name]).converged():
-            independent = -sobol.map.free_entropy(point.values, point.conjugates, point.alpha)
+            independent = -sobol.problem.observables.free_entropy(point.values, point.conjugates, point.alpha)
             plain = point.train_loss - point.line_correction
             rows.append(
                 {
@@ -210,7 +212,7 @@ def along_table(rows: list[dict[str, object]]) -> str:
 
 def reference_table(rows: list[dict[str, object]]) -> str:
     """The reference eps_t and the default rule's relative error against it, with and without
-    the kink correction (docs/validation.md)."""
+    the kink correction (docs/validation/quadrature.md)."""
     lines = [
         "| branch | alpha | reference eps_t | standard error | stationary - solved | default | error | "
         "without correction | error |",
@@ -228,7 +230,7 @@ def reference_table(rows: list[dict[str, object]]) -> str:
 
 def markdown_table(results: list[dict[str, object]]) -> str:
     """eps_t at the four points, alpha_c and alpha_l for every rule, and the largest relative
-    error of eps_t against the reference when it has been computed (docs/validation.md)."""
+    error of eps_t against the reference when it has been computed (docs/validation/quadrature.md)."""
     keys = [f"{branch.name}_{alpha:g}_train_loss" for branch, alpha in POINTS]
     heads = [f"eps_t {branch.name[:3]} {alpha:g}" for branch, alpha in POINTS]
     reference = json.loads(REFERENCE_FILE.read_text()) if REFERENCE_FILE.exists() else None

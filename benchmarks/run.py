@@ -1,6 +1,6 @@
 """Speed benchmarks: one fixed point, the default scan and the phase diagrams, measured in one run.
 
-    python benchmarks/run.py [--out benchmarks/results/latest.json]
+    python benchmarks/run.py [--out benchmarks/results/latest.json] [--keep DIR]
 
 Targets (2-core CPU): the default ``attnphase scan`` (four branches, 31 alphas, default quadrature)
 under 10 s in process once compiled (``scan_seconds``) and under 30 s as a fresh ``attnphase scan``
@@ -11,7 +11,7 @@ three-omega diagram on a coarser rule and grid (``phase_diagram_seconds``), one 
 (``anchor_semantic_alpha2_seconds``) and as a continuation step from its neighbour
 (``fixed_point_seconds``, with its evaluations), one quick evaluation of the map against the
 number of quadrature nodes (``evaluation_seconds_by_order``), assessing one fixed point's stability
-(``stability_seconds``, :func:`attnphase.saddle.landscape.assess`), the default scan's time with the
+(``stability_seconds``, :func:`attnphase.saddle.stability.hessian.assess`), the default scan's time with the
 stability of every point over its time without (``stability_overhead``), one quadrature error check
 (``error_check_seconds``, :meth:`SaddleMap.train_loss_check`) and the scan's time with the checks over
 its time without (``error_check_overhead``, both without stability), the work the scan's points need whatever searches
@@ -41,12 +41,14 @@ from attnphase.baseline.linear import linear_baseline
 from attnphase.experiments.phase_diagram import phase_diagram
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.compiled import compile_system
-from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.landscape import assess
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver, run_scan
-from attnphase.saddle.settings import ProxSettings, SolverSettings
+from attnphase.saddle.compilation.compiled import compile_system
+from attnphase.saddle.phases.survey import make_solver, survey
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch, generic_guess
+from attnphase.saddle.search.tracer import trace_branch
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.stability.assessment import assess
 
 DEFAULT_ALPHAS = np.round(0.1 + 0.08 * np.arange(31), 10)
 TARGET_SCAN_SECONDS = 10.0
@@ -66,9 +68,9 @@ def timed(function):
 
 def point_work_seconds(model, settings: SolverSettings, points) -> float:
     """Seconds of the work every reported point needs whatever search found it, redone on a fresh solver
-    (no memory of thorough proxes) for ``points``: its verification with every prox start, kink correction,
+    (no memory of full proxes) for ``points``: its verification with every prox start, kink correction,
     quadrature error check and test error (:meth:`SaddlePointSolver.observe`), then its stability
-    (:func:`assess`, on a renewed copy that shares the verification's thorough prox, as the scan's does)."""
+    (:func:`assess`, on a renewed copy that shares the verification's full prox, as the scan's does)."""
     solver = make_solver(model, settings)
     branches = {b.name: b for b in solver.branches}
     start = time.perf_counter()
@@ -83,7 +85,7 @@ def warm_start_speedup(model, settings: SolverSettings) -> dict[str, float]:
     alphas = np.round(1.0 + 0.1 * np.arange(11), 10)
     seconds = {}
     for warm in (False, True):
-        solver = make_solver(model, replace(settings, prox=ProxSettings(warm_start=warm)))
+        solver = make_solver(model, replace(settings, tuning=settings.tuning.replaced(prox={"warm_start": warm})))
         _, seconds[warm] = timed(
             lambda s=solver: [trace_branch(s, s.branch(n), alphas) for n in ("positional", "semantic")]
         )
@@ -94,12 +96,13 @@ def warm_start_speedup(model, settings: SolverSettings) -> dict[str, float]:
     }
 
 
-def command_seconds(*arguments: str, cache: str | None = None) -> float:
-    """Seconds of ``attnphase ARGUMENTS --out TMP`` as a fresh process; with ``cache``, on that
-    (empty) kernel cache directory instead of the user's."""
+def command_seconds(*arguments: str, cache: str | None = None, keep: Path | None = None) -> float:
+    """Seconds of ``attnphase ARGUMENTS --out DIR`` as a fresh process, ``DIR`` temporary unless
+    ``keep`` names it; with ``cache``, on that (empty) kernel cache directory instead of the user's."""
     environment = dict(os.environ) if cache is None else {**os.environ, "ATTNPHASE_CACHE_DIR": cache}
-    with tempfile.TemporaryDirectory() as out:
-        command = [sys.executable, "-m", "attnphase", *arguments, "--out", out]
+    with tempfile.TemporaryDirectory() as scratch:
+        out = str(keep or scratch)
+        command = [sys.executable, "-m", "attnphase", *arguments, "--out", out, *(["--overwrite"] if keep else [])]
         _, seconds = timed(lambda: subprocess.run(command, check=True, capture_output=True, env=environment))
     return seconds
 
@@ -110,8 +113,8 @@ def evaluation_seconds_by_order(model, point) -> dict[str, dict[str, float]]:
     timings = {}
     for order in TIMED_ORDERS:
         solver = make_solver(model, SolverSettings(quadrature=GaussHermite(order)))
-        solver.map.evaluate(point.values, point.alpha, thorough=False)
-        _, seconds = timed(lambda s=solver: s.map.evaluate(point.values, point.alpha, thorough=False))
+        solver.problem.map.evaluate(point.values, point.alpha, Effort.QUICK)
+        _, seconds = timed(lambda s=solver: s.problem.map.evaluate(point.values, point.alpha, Effort.QUICK))
         timings[str(order)] = {"nodes": int(GaussHermite(order).size(4)), "seconds": seconds}
     return timings
 
@@ -119,6 +122,7 @@ def evaluation_seconds_by_order(model, point) -> dict[str, dict[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "latest.json")
+    parser.add_argument("--keep", type=Path, help="directory to keep the 21-omega phase diagram's output in")
     args = parser.parse_args()
     model = paper_model()
     settings = SolverSettings()
@@ -130,18 +134,19 @@ def main() -> None:
     system, results["derive_seconds"] = timed(lambda: derive(model))
     _, results["compile_seconds"] = timed(lambda: compile_system(system))
     solver = make_solver(model, settings)
-    _, results["jit_warmup_seconds"] = timed(lambda: solver.map.evaluate(solver.generic_guess(), 1.0))
+    _, results["jit_warmup_seconds"] = timed(lambda: solver.problem.map.evaluate(generic_guess(solver), 1.0))
     semantic = solver.branch("semantic")
-    anchor, results["anchor_semantic_alpha2_seconds"] = timed(lambda: solver.anchor(2.0, semantic))
+    anchor, results["anchor_semantic_alpha2_seconds"] = timed(lambda: AnchorSearch(solver)(2.0, semantic))
     point, seconds = timed(lambda: solver.solve(2.1, semantic, initial=anchor.values)[0])
     results["fixed_point_seconds"] = seconds
     results["fixed_point_evaluations"] = point.iterations
-    _, results["evaluation_seconds"] = timed(lambda: solver.map.evaluate(point.values, 2.1, thorough=False))
+    _, results["evaluation_seconds"] = timed(lambda: solver.problem.map.evaluate(point.values, 2.1, Effort.QUICK))
     results["evaluation_seconds_by_order"] = evaluation_seconds_by_order(model, point)
     _, results["stability_seconds"] = timed(lambda: assess(solver, point))
-    _, results["error_check_seconds"] = timed(lambda: solver.map.train_loss_check(point.values, point.conjugates, 2.1))
-    reference_error = linear_baseline(solver.compiled.system).test_error
-    scan, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error))
+    observables = solver.problem.observables
+    _, results["error_check_seconds"] = timed(lambda: observables.train_loss_check(point.values, point.conjugates, 2.1))
+    reference_error = linear_baseline(solver.problem.compiled.system).test_error
+    scan, seconds = timed(lambda: survey(make_solver(model, settings), DEFAULT_ALPHAS, reference_error))
     results["scan_seconds"] = seconds
     results["scan_points"] = len(scan.points())
     results["scan_target_seconds"] = TARGET_SCAN_SECONDS
@@ -150,11 +155,11 @@ def main() -> None:
     results["alpha_l"] = scan.alpha_l.value
     results["scan_point_work_seconds"] = point_work_seconds(model, settings, scan.points())
     results["scan_point_work_share"] = results["scan_point_work_seconds"] / results["scan_seconds"]
-    _, seconds = timed(lambda: run_scan(make_solver(model, settings), DEFAULT_ALPHAS, reference_error, stability=False))
+    _, seconds = timed(lambda: survey(make_solver(model, settings), DEFAULT_ALPHAS, reference_error, stability=False))
     results["scan_without_stability_seconds"] = seconds
     results["stability_overhead"] = results["scan_seconds"] / seconds
     unchecked = make_solver(model, replace(settings, error_check=None))
-    _, seconds = timed(lambda: run_scan(unchecked, DEFAULT_ALPHAS, reference_error, stability=False))
+    _, seconds = timed(lambda: survey(unchecked, DEFAULT_ALPHAS, reference_error, stability=False))
     results["scan_without_stability_and_error_check_seconds"] = seconds
     results["error_check_overhead"] = results["scan_without_stability_seconds"] / seconds
     results["cli_scan_seconds"] = command_seconds("scan")
@@ -169,7 +174,7 @@ def main() -> None:
     results["phase_diagram_seconds"] = seconds
     results["phase_diagram_alpha_c"] = diagram.thresholds["alpha_c"].tolist()
     results["phase_diagram_21_command"] = " ".join(["attnphase", *FULL_PHASE_DIAGRAM_COMMAND])
-    results["phase_diagram_21_seconds"] = command_seconds(*FULL_PHASE_DIAGRAM_COMMAND)
+    results["phase_diagram_21_seconds"] = command_seconds(*FULL_PHASE_DIAGRAM_COMMAND, keep=args.keep)
     results["phase_diagram_target_seconds"] = TARGET_PHASE_DIAGRAM_SECONDS
     results["phase_diagram_within_target"] = results["phase_diagram_21_seconds"] <= TARGET_PHASE_DIAGRAM_SECONDS
     results["load_average_at_end"] = os.getloadavg()

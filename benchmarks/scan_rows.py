@@ -1,5 +1,5 @@
 """Every row of the default scan at several settings of the paper's model, with its time: the record
-two versions of the solver are compared by (docs/validation.md, "Newton without a fallback").
+two versions of the solver are compared by (docs/validation/cost.md, "The default scan at twelve settings").
 
     python benchmarks/scan_rows.py [NAME ...] [--jobs 2] [--out benchmarks/results/scan_rows.json]
     python benchmarks/scan_rows.py --compare BEFORE.json AFTER.json
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from results_file import write_results
 
-#: The settings (keyword arguments of ``paper_model``) of docs/validation.md's comparisons.
+#: The settings (keyword arguments of ``paper_model``) of docs/validation/cost.md's comparisons.
 SETTINGS: dict[str, dict[str, object]] = {
     "omega0.1": {"omega": 0.1},
     "omega0.2": {"omega": 0.2},
@@ -47,13 +47,13 @@ import json, sys, time
 import numpy as np
 from attnphase.baseline.linear import linear_baseline
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.phases.survey import make_solver, survey
 alphas = np.round(0.1 + 0.08 * np.arange(31), 10)
 solver = make_solver(paper_model(**json.loads(sys.argv[1])))
-reference = linear_baseline(solver.compiled.system).test_error
-run_scan(solver.renewed(), alphas[:2], reference, stability=False)  # the kernels compiled and warm
+reference = linear_baseline(solver.problem.compiled.system).test_error
+survey(solver.renewed(), alphas[:2], reference, stability=False)  # the kernels compiled and warm
 start = time.perf_counter()
-scan = run_scan(solver.renewed(), alphas, reference)
+scan = survey(solver.renewed(), alphas, reference)
 seconds = time.perf_counter() - start
 rows = [
     {"branch": p.branch, "sheet": p.sheet, "alpha": p.alpha, "values": p.values.tolist(),

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from results_file import write_results
 
-from attnphase.experiments.simulation import SimulationSettings, simulate
+from attnphase.experiments.training import SimulationSettings, simulate
 
 CURVE_ALPHAS = tuple(np.round(0.25 * np.arange(1, 11), 10).tolist())
 BLOCK_ALPHA = 1.5

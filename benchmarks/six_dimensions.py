@@ -9,14 +9,14 @@
 prune; default ``positional:1.0 semantic:1.5 agnostic:2.0``), ``-Phi`` at the same point on Gauss-Hermite 8
 with each prune of :data:`PRUNES` and on Gauss-Hermite 10, relative to the mean of four scramblings of
 2^16 Sobol points (with its standard error). ``Phi`` is stationary at a fixed point, so these are the
-rules' errors in eps_t (docs/validation.md, "Six Gaussian dimensions").
+rules' errors in eps_t (docs/validation/quadrature.md, "Pruning and six dimensions").
 
-``starts``: a scan of ``NAME`` on Gauss-Hermite 8 at prune 1e-6 in which every thorough prox
-(:meth:`SaddleMap._thorough_prox`, the declared starts and the first random direction everywhere, the
+``starts``: a scan of ``NAME`` on Gauss-Hermite 8 at prune 1e-6 in which every full prox
+(:meth:`ProxEngine._remembered`, the declared starts and the first random direction everywhere, the
 other directions where those disagree) is also computed with every start at every node: the number of
 proxes, of those where a node's ``M*`` differs, the largest difference, and whether the declared starts
 alone (deciding where every random start runs) would have missed a lower minimum
-(docs/validation.md, "Six dimensions: the random prox starts ...").
+(docs/validation/quadrature.md, "Pruning and six dimensions").
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ from pathlib import Path
 import numpy as np
 from results_file import write_results
 
-from attnphase.experiments.scan_study import scan
+from attnphase.experiments.scan import scan
 from attnphase.replica.variants import variant
-from attnphase.saddle import saddle_map
-from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.prox.engine import ProxEngine
+from attnphase.saddle.prox.policy import declared_start_count
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol
+from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
 
 PRUNES = (1e-8, 1e-7, 1e-6, 1e-5)
@@ -51,11 +53,11 @@ def prune(name: str, points: list[tuple[str, float]]) -> list[dict[str, object]]
     model = variant(name).model()
     anchored = _solver(model, GaussHermite(8))
     rules = {f"gauss-hermite-8-prune{p:g}": GaussHermite(8, p) for p in PRUNES} | {"gauss-hermite-10": GaussHermite(10)}
-    maps = {label: _solver(model, rule).map for label, rule in rules.items()}
-    sobol_maps = [_solver(model, ScrambledSobol(SOBOL_LOG2, seed)).map for seed in range(SOBOL_SEEDS)]
+    maps = {label: _solver(model, rule).problem.observables for label, rule in rules.items()}
+    sobol_maps = [_solver(model, ScrambledSobol(SOBOL_LOG2, seed)).problem.observables for seed in range(SOBOL_SEEDS)]
     records = []
     for branch, alpha in points:
-        point = anchored.renewed().anchor(alpha, anchored.branch(branch))
+        point = AnchorSearch(anchored.renewed())(alpha, anchored.branch(branch))
         sobol = [-m.free_entropy(point.values, point.conjugates, alpha) for m in sobol_maps]
         mean = float(np.mean(sobol))
         record: dict[str, object] = {"branch": branch, "alpha": alpha, "found": point.branch}
@@ -70,19 +72,18 @@ def prune(name: str, points: list[tuple[str, float]]) -> list[dict[str, object]]
 
 
 def starts(name: str, alphas: str) -> dict[str, object]:
-    """Every thorough prox of a scan of ``name`` against the prox with every start at every node."""
+    """Every full prox of a scan of ``name`` against the prox with every start at every node."""
     found = {"proxes": 0, "differing": 0, "largest_difference": 0.0, "declared_alone_differing": 0}
-    remembered = saddle_map.SaddleMap._thorough_prox
+    remembered = ProxEngine._remembered
 
     def compared(self, nodes, params, all_starts, tolerance):
-        fresh = (params.tobytes(), self.consts.tobytes()) not in self._thorough
+        fresh = self.memory.get((params.tobytes(), self.kernel.consts.tobytes())) is None
         result = remembered(self, nodes, params, all_starts, tolerance)
-        if fresh and len(self._directions):
-            every = self._minimised(nodes, params, all_starts, tolerance)[1]
-            declared = np.ascontiguousarray(
-                all_starts[: saddle_map.declared_start_count(len(all_starts), len(self._directions))]
-            )
-            _, values, _, minima = self._minimised(nodes, params, declared, tolerance)
+        directions = len(self.policy.directions)
+        if fresh and directions:
+            every = self.kernel.minimise(nodes, params, all_starts, tolerance)[1]
+            declared = np.ascontiguousarray(all_starts[: declared_start_count(len(all_starts), directions)])
+            _, values, _, minima = self.kernel.minimise(nodes, params, declared, tolerance)
             skipped = np.isfinite(minima[:, 0, :]).sum(axis=0) == 1  # no random start there, were they to decide
             difference = result[1] - every
             found["proxes"] += 1
@@ -91,12 +92,12 @@ def starts(name: str, alphas: str) -> dict[str, object]:
             found["declared_alone_differing"] += int(np.any(skipped & (values > every + 1e-12)))
         return result
 
-    saddle_map.SaddleMap._thorough_prox = compared
+    ProxEngine._remembered = compared
     try:
         started = time.perf_counter()
         scan(variant(name).model(), alphas, order=8, prune=1e-6, threshold_order=0, progress=False)
     finally:
-        saddle_map.SaddleMap._thorough_prox = remembered
+        ProxEngine._remembered = remembered
     found["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(found), flush=True)
     return found

@@ -11,7 +11,7 @@ with four independent seeds (mean and standard error). ``Phi`` is stationary at 
 these differ from the eps_t of fixed points solved on the finer rules by second order only
 (``SaddleMap.free_entropy``). The relative gap to the Sobol mean is the measured error of the
 default rule. With ``--axes`` each record also holds the uncorrected eps_t of the default rule and the
-kink correction (``saddle.line_correction``, times alpha) computed along each node axis in turn; the
+kink correction (``saddle.quadrature.kinks``, times alpha) computed along each node axis in turn; the
 reported eps_t corrects along the first axis only. Results are merged into the results file per
 variant and point.
 """
@@ -27,9 +27,11 @@ import numpy as np
 from results_file import write_results
 
 from attnphase.replica.variants import variant
-from attnphase.saddle.line_correction import LineCorrection
-from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.quadrature.kinks import LineCorrection
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol
+from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
 
 SOBOL_SEEDS = 4
@@ -40,22 +42,21 @@ def axis_corrections(model, branch: str, alpha: float) -> dict[str, object]:
     """The default rule's eps_t without the kink correction, and the correction (times alpha) along each
     node axis, at the fixed point of ``branch`` at ``alpha``."""
     solver = make_solver(model, SolverSettings(line_correction=False))
-    point = solver.anchor(alpha, solver.branch(branch))
-    z, value, _ = solver.map.prox(point.values)
-    kernel_point = solver.overlaps.kernel_point(point.values)
+    problem = solver.problem
+    point = AnchorSearch(solver)(alpha, solver.branch(branch))
+    z, value, _ = problem.engine(point.values, Effort.FULL)[:3]
+    kernel_point = problem.geometry.kernel_point(point.values)
 
     def prox(nodes, starts):
-        return solver.map.prox_from(nodes, kernel_point, starts)[:2]
+        return problem.engine.from_starts(nodes, kernel_point, starts)[:2]
 
+    nodes, weights, dimension = problem.map.nodes, problem.map.weights, problem.compiled.dimension
     corrections = [
-        alpha
-        * LineCorrection(solver.map.nodes, solver.map.weights, 20, axis=axis, gaussian=solver.compiled.dimension)(
-            z, value, prox
-        )
-        for axis in range(solver.compiled.dimension)
+        alpha * LineCorrection(nodes, weights, 20, axis=axis, gaussian=dimension)(z, value, prox)
+        for axis in range(dimension)
     ]
     return {
-        "uncorrected": -solver.map.free_entropy(point.values, point.conjugates, alpha),
+        "uncorrected": -problem.observables.free_entropy(point.values, point.conjugates, alpha),
         "axis_corrections": corrections,
     }
 
@@ -68,7 +69,7 @@ def measure(name: str, points: list[tuple[str, float]], axes: bool = False) -> l
     for branch, alpha in points:
         started = time.perf_counter()
         alone = default.renewed()  # each point as if found alone: no warm starts from the points before
-        point = alone.anchor(alpha, alone.branch(branch))
+        point = AnchorSearch(alone)(alpha, alone.branch(branch))
         record: dict[str, object] = {
             "branch": branch,
             "alpha": alpha,
@@ -79,12 +80,12 @@ def measure(name: str, points: list[tuple[str, float]], axes: bool = False) -> l
         for order in (32, 40):
             rule = GaussHermite(order)
             solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
-            record[rule.label] = -solver.map.free_entropy(point.values, point.conjugates, alpha)
+            record[rule.label] = -solver.problem.observables.free_entropy(point.values, point.conjugates, alpha)
         sobol = []
         for seed in range(SOBOL_SEEDS):
             rule = ScrambledSobol(SOBOL_LOG2, seed)
             solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
-            sobol.append(-solver.map.free_entropy(point.values, point.conjugates, alpha))
+            sobol.append(-solver.problem.observables.free_entropy(point.values, point.conjugates, alpha))
         record["sobol_mean"] = float(np.mean(sobol))
         record["sobol_se"] = float(np.std(sobol, ddof=1) / np.sqrt(SOBOL_SEEDS))
         record["relative_error"] = abs(point.train_loss - record["sobol_mean"]) / record["sobol_mean"]

@@ -7,9 +7,9 @@ within 3 minutes at its stated accuracy, the paper's model no slower than in ``b
 Four-Gaussian-dimension variants (``L (r + t) = 4``: paper, elastic-net, l1, spectrum, and mixture with
 its four label configurations) are scanned on the default rule (Gauss-Hermite 20); the six-dimension
 ones (untied, rank2, L3) on Gauss-Hermite 8 with nodes below ``1e-6`` of the largest weight dropped
-(62208 nodes, against 120896 at the default ``1e-8``; docs/validation.md, "Six Gaussian dimensions"), and only
-their first fixed point is timed when ``--quick`` is given. Derivation and compilation are timed in a
-fresh process with an empty kernel cache (``prepare_seconds``), then the scan in that process
+(62208 nodes, against 120896 at the default ``1e-8``; docs/validation/quadrature.md, "Pruning and six
+dimensions"), and only their first fixed point is timed when ``--quick`` is given. Derivation and
+compilation are timed in a fresh process with an empty kernel cache (``prepare_seconds``), then the scan in that process
 (``scan_seconds``), with the largest relative bound on the quadrature error of a converged point's eps_t
 (``error_bound``: ``FixedPoint.train_loss_error_bound / train_loss``, from the points' error checks).
 Results are merged into the results file per variant, each with the machine it was measured on
@@ -41,9 +41,10 @@ CHILD = """
 import json, sys, time
 from attnphase.replica.variants import variant
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
-from attnphase.experiments.scan_study import scan
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.experiments.scan import scan
 name, order, prune, alphas, quick = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
 model = variant(name).model()
 rule = GaussHermite(order, prune)
@@ -53,7 +54,7 @@ prepared = time.perf_counter() - start
 result = {"prepare_seconds": round(prepared, 2), "order": order, "prune": prune}
 start = time.perf_counter()
 if quick:
-    point = solver.anchor(2.0, solver.branches[-1])
+    point = AnchorSearch(solver)(2.0, solver.branches[-1])
     result |= {
         "first_point_seconds": round(time.perf_counter() - start, 2),
         "first_point": point.branch,

@@ -17,7 +17,7 @@ document = system.equations_document()
 print(document.text())  # the saddle-point system, plain
 print(document.latex())  # the same, align* environments
 
-# six dimensions: the pruned Gauss-Hermite 8 rule (docs/validation.md, "Six Gaussian dimensions"),
+# six dimensions: the pruned Gauss-Hermite 8 rule (docs/validation/quadrature.md, "Pruning and six dimensions"),
 # every point's eps_t checked on four scrambled Sobol rules (the train_loss_error column)
 result = ap.scan(model, alphas="1.0,2.0", order=8, threshold_order=0, stability=False, out="untied-scan")
 columns = ["alpha", "branch", "train_loss", "train_loss_error", "q_1_1", "q_1_2", "q_2_2", "m_1", "m_2"]

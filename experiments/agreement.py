@@ -1,7 +1,7 @@
 """The replica theory of a declaration against finite-d training of the same declaration.
 
-:func:`agreement` trains a model at several ``d`` (:mod:`attnphase.experiments.simulation`), puts
-every run in the basin of one of the theory's fixed points (:func:`~attnphase.experiments.simulation.classify_basin`)
+:func:`agreement` trains a model at several ``d`` (:mod:`attnphase.experiments.training`), puts
+every run in the basin of one of the theory's fixed points (:func:`~attnphase.experiments.training.classify_basin`)
 and sets the seed mean of each measured quantity against that fixed point: the training loss
 ``eps_t``, the test error ``eps_g`` (THEORY.md sec. 5), the overlap norms ``|m|``, ``|theta|`` and the
 student's second moments (:func:`second_moments`): the diagonal of ``q`` (sec. 2; invariant under
@@ -27,9 +27,9 @@ import pandas as pd
 
 from attnphase.experiments.families import norm_columns, with_family_norms
 from attnphase.experiments.landscape import fixed_points_at
-from attnphase.experiments.simulation import SimulationSettings, branch_overlaps, classify_basin, simulate
+from attnphase.experiments.training import SimulationSettings, branch_overlaps, classify_basin, simulate
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.solver import SaddlePointSolver
+from attnphase.saddle.search.solver import SaddlePointSolver
 
 COLUMNS = (
     "alpha",
@@ -56,7 +56,7 @@ STANDARD_ERRORS = 4.0
 def theory_points(solver: SaddlePointSolver, alphas: Sequence[float], most_free: int | None = None) -> pd.DataFrame:
     """The converged fixed points the anchor search finds at each alpha (one per label,
     :func:`~attnphase.experiments.landscape.fixed_points_at`), as rows of a ``branches`` table: the
-    minima a run can be classified into (:func:`~attnphase.experiments.simulation.classify_basin`). With
+    minima a run can be classified into (:func:`~attnphase.experiments.training.classify_basin`). With
     ``most_free``, only on the branches with at most that many free overlap families (``1``: no mixed
     branch, whose search is the costliest: over half an hour per alpha for three tokens at
     Gauss-Hermite 8). Their stability is not assessed: a run is compared with the point whose basin it
@@ -186,7 +186,7 @@ def agreement(
     **training: object,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Theory against training for ``model`` at ``alphas`` and every ``d`` in ``dims`` (``training``:
-    the other :class:`~attnphase.experiments.simulation.SimulationSettings`; ``most_free``: as in
+    the other :class:`~attnphase.experiments.training.SimulationSettings`; ``most_free``: as in
     :func:`theory_points`). Returns the agreement table (:func:`compare`), the classified runs and the
     theory's fixed points."""
     points = theory_points(solver, alphas, most_free)
@@ -200,7 +200,7 @@ def agreement(
 
 def classified(runs: pd.DataFrame, points: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """``runs`` with the basin of the theory's ``points`` each ended in
-    (:func:`~attnphase.experiments.simulation.classify_basin`), one alpha at a time: a branch found at
+    (:func:`~attnphase.experiments.training.classify_basin`), one alpha at a time: a branch found at
     two alphas is not assumed to exist between them."""
     alphas = sorted(set(runs["alpha"].round(10)))
     overlaps = pd.concat(

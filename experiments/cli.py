@@ -11,51 +11,39 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
 
 import typer
 
 from attnphase.experiments.cli_common import (
-    USER_ERRORS,
-    ConjugateForm,
     Dimension,
-    ErrorCheck,
-    Lambda,
     ModelName,
     ModelSettings,
-    Omega,
-    Order,
     Out,
     Overwrite,
     PositionalTarget,
-    Prune,
-    Quadrature,
     SampleComplexities,
     ScanAlphas,
-    Seed,
-    Sigma,
-    Stability,
     TestSamples,
-    ThresholdOrder,
     Tolerance,
-    fail,
+    model_values,
+    user_errors,
+    with_model,
+    with_scan_options,
 )
+from attnphase.experiments.options import ScanOptions
 from attnphase.experiments.parsing import (
     DEFAULT_ALPHAS,
     EXTENT,
     GRID_POINTS,
     UsageError,
     parse_grid,
-    parse_matrix,
-    parse_settings,
 )
-from attnphase.experiments.storage import DirectoryInUseError
 from attnphase.replica.declaration import LAMBDA, OMEGA, SIGMA, AttentionModel
-from attnphase.replica.variants import VARIANTS, Value, Variant, variant
-from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite, QuadratureCheck
+from attnphase.replica.variants import VARIANTS
+from attnphase.saddle.quadrature.rules import GAUSS_HERMITE_ORDER
 from attnphase.saddle.validation import ALPHA
 
 app = typer.Typer(
@@ -65,98 +53,37 @@ app = typer.Typer(
 )
 
 
-@contextmanager
-def user_errors() -> Iterator[None]:
-    """Report a bad option value, an output directory holding another run or files that cannot be
-    read back (:class:`~attnphase.experiments.storage.CorruptResultsError`, a ``ValueError``), or a
-    directory another run holds, in one line, exit 2."""
-    try:
-        yield
-    except (*USER_ERRORS, ValueError, FileExistsError, DirectoryInUseError) as error:
-        fail(error)
-
-
-#: The parameter each of the paper-shaped options sets.
-OPTION_PARAMETERS = {"omega": "omega", "sigma": "sigma", "lam": "lambda", "a_matrix": "A"}
-
-
-def _values(name: str, settings: list[str] | None, **options: float | str | None) -> tuple[Variant, dict[str, Value]]:
-    """The shipped model ``name`` and the parameter values of its ``--set`` items and of the
-    paper-shaped options given (each parameter set once; an option the model lacks is refused, naming
-    the model's parameters)."""
-    chosen = variant(name)
-    values = parse_settings(settings or [], chosen)
-    for option, value in options.items():
-        if value is None:
-            continue
-        parameter = chosen.parameter(OPTION_PARAMETERS[option])
-        if parameter.name in values:
-            raise UsageError(f"{parameter.name} is given twice (as an option and with --set)")
-        values[parameter.name] = parse_matrix(value, parameter.name) if parameter.is_matrix else value
-    return chosen, values
-
-
-def _model(name: str, settings: list[str] | None, **options: float | str | None) -> AttentionModel:
-    """The declaration of :func:`_values`."""
-    with user_errors():
-        chosen, values = _values(name, settings, **options)
-        return chosen.model(values)
-
-
 @app.callback()
 def _root() -> None:
     """Replica theory of a solvable model of dot-product attention (Cui et al., NeurIPS 2024)."""
 
 
 @app.command()
+@with_model
+@with_scan_options
 def scan(
     out: Out = Path("attnphase-scan"),
-    model_name: ModelName = "paper",
-    settings: ModelSettings = None,
-    omega: Omega = None,
-    sigma: Sigma = None,
-    lam: Lambda = None,
-    a_matrix: PositionalTarget = None,
+    *,
+    model: AttentionModel,
     alphas: ScanAlphas = DEFAULT_ALPHAS,
-    quadrature: Quadrature = "gauss-hermite",
-    order: Order = 20,
-    seed: Seed = 0,
-    conjugate_form: ConjugateForm = "score",
-    threshold_order: ThresholdOrder = 32,
-    stability: Stability = True,
-    error_check: ErrorCheck = QuadratureCheck.log2_points,
-    prune: Prune = GaussHermite.prune,
     overwrite: Overwrite = False,
+    options: ScanOptions,
 ) -> None:
-    """Positional, semantic and agnostic branches over alpha; alpha_c, alpha_l; tables and a figure.
+    """Every fixed-point branch over alpha: positional, semantic, agnostic, mixed; alpha_c, alpha_l; tables, a figure.
 
-    Writes OUT/branches.csv (one row per alpha and branch), OUT/thresholds.csv, OUT/run.json
-    (model, options, seeds, versions, timings) and OUT/scan.png, OUT/scan.pdf. Points are saved as
-    they are computed; rerunning the same command resumes an interrupted scan.
+    Writes OUT/branches.csv (one row per alpha and branch), OUT/thresholds.csv, OUT/transitions.csv,
+    OUT/run.json (model, options and tuning, seeds, versions, timings) and OUT/scan.png, OUT/scan.pdf.
+    Points are saved as they are computed; rerunning the same command resumes an interrupted scan.
     """
-    from attnphase.experiments.scan_study import scan as run
+    from attnphase.experiments.scan import scan as run
 
-    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
-        result = run(
-            model,
-            alphas,
-            quadrature=quadrature,
-            order=order,
-            seed=seed,
-            conjugate_form=conjugate_form,
-            threshold_order=threshold_order,
-            stability=stability,
-            error_check=error_check,
-            prune=prune,
-            out=out,
-            overwrite=overwrite,
-            progress=None,
-        )
+        result = run(model, alphas, options, out=out, overwrite=overwrite, progress=None)
     typer.echo(f"{result.summary()}\ntables and figure in {out}/")
 
 
 @app.command("phase-diagram")
+@with_scan_options
 def phase_diagram(
     out: Out = Path("attnphase-phase-diagram"),
     omegas: Annotated[
@@ -173,19 +100,13 @@ def phase_diagram(
     settings: ModelSettings = None,
     a_matrix: PositionalTarget = None,
     alphas: ScanAlphas = DEFAULT_ALPHAS,
-    quadrature: Quadrature = "gauss-hermite",
-    order: Order = 20,
-    seed: Seed = 0,
-    conjugate_form: ConjugateForm = "score",
-    threshold_order: ThresholdOrder = 32,
-    stability: Stability = True,
-    error_check: ErrorCheck = QuadratureCheck.log2_points,
-    prune: Prune = GaussHermite.prune,
     jobs: Annotated[int, typer.Option(help="Local worker processes, an integer in [1, 256].")] = 2,
     scheduler: Annotated[
         str | None, typer.Option(help="Address of a Dask scheduler to run on instead (needs attnphase[dask]).")
     ] = None,
     overwrite: Overwrite = False,
+    *,
+    options: ScanOptions,
 ) -> None:
     """A scan over alpha at every (omega, sigma, lambda): alpha_c and alpha_l against the parameters.
 
@@ -198,7 +119,7 @@ def phase_diagram(
     from attnphase.experiments.phase_diagram import phase_diagram as run
 
     with user_errors():
-        chosen, fixed = _values(model_name, settings, a_matrix=a_matrix)
+        chosen, fixed = model_values(model_name, settings, a_matrix=a_matrix)
         grids = {
             chosen.parameter(parameter).name: parse_grid(text, name, allowed)
             for text, name, parameter, allowed in (
@@ -216,35 +137,18 @@ def phase_diagram(
             for point in itertools.product(*grids.values())
         ]
         result = run(
-            models,
-            alphas,
-            quadrature=quadrature,
-            order=order,
-            seed=seed,
-            conjugate_form=conjugate_form,
-            threshold_order=threshold_order,
-            stability=stability,
-            error_check=error_check,
-            prune=prune,
-            out=out,
-            overwrite=overwrite,
-            jobs=jobs,
-            scheduler=scheduler,
-            progress=None,
+            models, alphas, options, out=out, overwrite=overwrite, jobs=jobs, scheduler=scheduler, progress=None
         )
     typer.echo(f"{result.summary()}\ntables and figures in {out}/")
 
 
 @app.command()
+@with_model
 def landscape(
     out: Out = Path("attnphase-landscape"),
+    *,
+    model: AttentionModel,
     alpha: Annotated[float, typer.Option(help=f"Sample complexity, {ALPHA}.")] = 1.25,
-    model_name: ModelName = "paper",
-    settings: ModelSettings = None,
-    omega: Omega = None,
-    sigma: Sigma = None,
-    lam: Lambda = None,
-    a_matrix: PositionalTarget = None,
     points: Annotated[int, typer.Option(help=f"Grid nodes per axis, {GRID_POINTS}.")] = 11,
     extent: Annotated[
         str | None,
@@ -264,7 +168,6 @@ def landscape(
     """
     from attnphase.experiments.landscape import landscape as run
 
-    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         bounds = None if extent is None else parse_grid(extent, "extent", EXTENT)
         result = run(
@@ -285,32 +188,25 @@ def models() -> None:
 
 
 @app.command()
+@with_model
 def equations(
-    model_name: ModelName = "paper",
-    settings: ModelSettings = None,
-    omega: Omega = None,
-    sigma: Sigma = None,
-    lam: Lambda = None,
-    a_matrix: PositionalTarget = None,
+    *,
+    model: AttentionModel,
     latex: Annotated[bool, typer.Option(help="Print LaTeX (align* environments) instead of plain text.")] = False,
 ) -> None:
     """Print the model's saddle-point system: symmetry reduction, fields, envelope, equations, free entropy."""
     from attnphase.replica.saddle_equations import derive
 
-    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     document = derive(model).equations_document()
     typer.echo(document.latex() if latex else document.text())
 
 
 @app.command()
+@with_model
 def simulate(
     out: Out = Path("attnphase-simulate"),
-    model_name: ModelName = "paper",
-    settings: ModelSettings = None,
-    omega: Omega = None,
-    sigma: Sigma = None,
-    lam: Lambda = None,
-    a_matrix: PositionalTarget = None,
+    *,
+    model: AttentionModel,
     d: Dimension = 400,
     alphas: SampleComplexities = "0.4:2.4:0.4",
     seeds: Annotated[
@@ -336,14 +232,13 @@ def simulate(
     """Train the attention model at finite d from informed initialisations and compare with the theory.
 
     Writes OUT/simulations.csv (one row per run: alpha, seed, init, eps_t, eps_g, theta, m, q,
-    gradient norm, steps, converged, and the basin the run ended in: positional, semantic or neither),
+    gradient norm, steps, converged, and the basin the run ended in: positional, semantic, mixed or neither),
     OUT/simulate.png and .pdf (simulations over the theory's branches, and the training-loss gap
     semantic - positional) and OUT/run.json (settings, seeds, versions, timings). Blocks are saved as
     they finish; rerunning the same command resumes.
     """
-    from attnphase.experiments.simulate_study import simulate as run
+    from attnphase.experiments.simulate import simulate as run
 
-    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,
@@ -365,14 +260,11 @@ def simulate(
 
 
 @app.command("finite-size")
+@with_model
 def finite_size(
     out: Out = Path("attnphase-finite-size"),
-    model_name: ModelName = "paper",
-    settings: ModelSettings = None,
-    omega: Omega = None,
-    sigma: Sigma = None,
-    lam: Lambda = None,
-    a_matrix: PositionalTarget = None,
+    *,
+    model: AttentionModel,
     alpha: Annotated[float, typer.Option(help="Sample complexity n/d held fixed, in [1e-06, 10000].")] = 1.5,
     dims: Annotated[
         str, typer.Option(help="Embedding dimensions, comma-separated, at least two, each an integer in [2, 100000].")
@@ -396,7 +288,6 @@ def finite_size(
     """
     from attnphase.experiments.finite_size import finite_size as run
 
-    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,
@@ -414,14 +305,11 @@ def finite_size(
 
 
 @app.command()
+@with_model
 def uninformed(
     out: Out = Path("attnphase-uninformed"),
-    model_name: ModelName = "paper",
-    settings: ModelSettings = None,
-    omega: Omega = None,
-    sigma: Sigma = None,
-    lam: Lambda = None,
-    a_matrix: PositionalTarget = None,
+    *,
+    model: AttentionModel,
     d: Dimension = 200,
     alphas: SampleComplexities = "0.5:2.5:0.5",
     seeds: Annotated[
@@ -434,14 +322,13 @@ def uninformed(
 ) -> None:
     """Train from an uninformed start with Adam and count the runs ending in each of the theory's minima.
 
-    Writes OUT/uninformed.csv (one row per run, with its basin: positional, semantic or neither),
+    Writes OUT/uninformed.csv (one row per run, with its basin: positional, semantic, mixed or neither),
     OUT/uninformed_fractions.csv (alpha, basin, fraction, count), OUT/uninformed.png and .pdf, and
     OUT/run.json (settings, seeds, the theory's overlaps, versions, timings). Runs are saved as each
     alpha finishes; rerunning the same command resumes.
     """
     from attnphase.experiments.uninformed import uninformed as run
 
-    model = _model(model_name, settings, omega=omega, sigma=sigma, lam=lam, a_matrix=a_matrix)
     with user_errors():
         result = run(
             model,

@@ -161,9 +161,11 @@ def _panels(thresholds: pd.DataFrame, others: list[str]) -> list[tuple[str, pd.D
 
 
 def global_minima(branches: pd.DataFrame) -> pd.DataFrame:
-    """The converged point of lowest training loss at every unit and alpha (THEORY.md sec. 5)."""
-    ok = branches[branches["converged"].astype(bool)]
-    return ok.loc[ok.groupby(["unit", "alpha"])["train_loss"].idxmin()]
+    """The converged point of lowest training loss at every unit and alpha (THEORY.md sec. 5), where no
+    flagged point there has a lower one (:func:`~attnphase.saddle.phases.minimum.global_minimum`)."""
+    finite = branches[np.isfinite(branches["train_loss"].astype(float))]
+    lowest = finite.loc[finite.groupby(["unit", "alpha"])["train_loss"].idxmin()]
+    return lowest[lowest["converged"].astype(bool)]
 
 
 def _edges(values: list[float]) -> np.ndarray:

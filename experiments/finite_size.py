@@ -7,7 +7,7 @@ theory's branch that initialisation leads to (THEORY.md sec. 5): positional init
 branch on which ``m`` alone is non-zero (the paper's positional branch; ``eps_t``, ``eps_g``, ``|m|``),
 semantic init against the one on which ``theta`` alone is (the semantic branch; ``eps_t``, ``eps_g``,
 ``|theta|``). For a declaration with several entries in a family (ranks, directions, clusters) the
-overlap is the family's norm (:func:`~attnphase.experiments.simulation.family_norms`). The gap
+overlap is the family's norm (:func:`~attnphase.experiments.training.family_norms`). The gap
 ``|mean_sim - theory|`` is fitted by a power law::
 
     gap(d) ~= C d^(-rate),    log gap = log C - rate log d    (ordinary least squares),
@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,14 +31,14 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, family_norms
 from attnphase.experiments.parsing import parse_alphas, parse_dims
-from attnphase.experiments.simulation import SimulationSettings, require_both_families, simulate_to
+from attnphase.experiments.run_context import RunContext
 from attnphase.experiments.simulation_figures import INIT_STYLE
-from attnphase.experiments.storage import exclusive
-from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.experiments.study import StudyResult, checked_model, progress_bar, versions
+from attnphase.experiments.training import SimulationSettings, require_both_families, simulate_to
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.scan import make_solver
-from attnphase.saddle.solver import SaddlePointSolver
-from attnphase.saddle.switching import anchor
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.search.solver import SaddlePointSolver
 
 #: The informed initialisations, each named as the branch it starts on in the paper (THEORY.md sec. 6).
 INFORMED_INITS = ("positional", "semantic")
@@ -54,12 +53,13 @@ def theory_values(solver: SaddlePointSolver, alpha: float) -> dict[str, dict[str
     """Per initialisation, the ``d -> infinity`` values of its quantities on the branch where the family it
     aims at alone is non-zero (the overlaps as family norms, ``|m|`` and ``|theta|``), each found by the
     seeded search and, where that lands elsewhere, the rays from the branches it contains
-    (:func:`saddle.switching.anchor`)."""
-    model = solver.compiled.system.model
+    (:meth:`~attnphase.saddle.search.anchors.AnchorSearch.with_rays`)."""
+    model = solver.problem.model
     labels = family_labels(model)
+    search = AnchorSearch.with_rays(solver)
     values = {}
     for init, family in FAMILY_OF_INIT.items():
-        point = anchor(solver, alpha, solver.branch(labels[family]))
+        point = search(alpha, solver.branch(labels[family]))
         if not point.converged or point.branch != labels[family]:
             found = f"found the {point.branch} branch" if point.converged else f"did not converge ({point.status})"
             raise ValueError(f"the {labels[family]} branch has no fixed point at alpha = {alpha:g}: the search {found}")
@@ -234,8 +234,9 @@ def finite_size(
     (another run into it is refused at once), runs are written to ``finite_size_runs.csv`` block by
     block, a rerun with the same settings (compared by value) resumes from them, and the result is
     saved there; other settings or unreadable files are refused unless ``overwrite``, which first
-    removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
+    removes every file of the old run (:func:`~attnphase.experiments.training.simulate_to`).
     """
+    model = checked_model(model)
     require_both_families(model, "finite-size")
     grid = parse_dims(dims)
     (alpha,) = parse_alphas([alpha], name="alpha")
@@ -251,24 +252,14 @@ def finite_size(
         n_test=n_test,
     )
     every = [replace(base, d=d).validate() for d in grid]
-    directory = output_directory(out) if out is not None else None
-    with exclusive(directory) if directory is not None else nullcontext():
+    with RunContext(out, finite_size_identity(base, grid), FiniteSizeResult.outputs(), overwrite) as run:
         started = time.perf_counter()
         theory = theory_values(make_solver(model), float(alpha))
         with progress_bar(len(grid) * len(INFORMED_INITS), "finite size", "block", progress) as bar:
-            runs = simulate_to(
-                directory,
-                every,
-                overwrite,
-                progress=lambda _block: bar.update(1),
-                outputs=FiniteSizeResult.outputs(),
-                table="finite_size_runs.csv",
-                identity=finite_size_identity(base, grid),
-            )
+            runs = simulate_to(run, every, progress=lambda _block: bar.update(1), table="finite_size_runs.csv")
         gaps = gap_table(runs, theory, model)
         result = FiniteSizeResult(base, grid, theory, runs, gaps, fit_table(gaps), time.perf_counter() - started)
-        if directory is not None:
-            result.save(directory)
+        run.save(result)
     return result
 
 

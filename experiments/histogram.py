@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -35,8 +34,8 @@ from matplotlib.figure import Figure
 from torch import nn
 from torch.nn import functional
 
-from attnphase.experiments.storage import exclusive, start_run
-from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.experiments.run_context import RunContext
+from attnphase.experiments.study import StudyResult, progress_bar, versions
 from attnphase.replica.declaration import Interval
 from attnphase.saddle.validation import check
 
@@ -458,18 +457,14 @@ def histogram(
         sgd_lr=sgd_lr,
         noise=noise,
     ).validate()
-    directory = output_directory(out) if out is not None else None
-    with exclusive(directory) if directory is not None else nullcontext():
-        if directory is not None:
-            identity = {"settings": settings_dict(settings)}
-            start_run(directory, identity, HistogramResult.outputs(), overwrite, load=lambda: None)
+    with RunContext(out, {"settings": settings_dict(settings)}, HistogramResult.outputs(), overwrite) as run:
+        run.resume()
         torch.set_num_threads(threads)
         started = time.perf_counter()
         with progress_bar(settings.total_epochs, "histogram", "epoch", progress) as bar:
             trained = run_histogram(settings, progress=bar.update)
         result = replace(trained, seconds=time.perf_counter() - started, threads=threads)
-        if directory is not None:
-            result.save(directory)
+        run.save(result)
     return result
 
 

@@ -2,21 +2,20 @@
 
 At every node of a grid of the two overlap entries ``axes`` (by default the leading entries of the
 declaration's first two overlap families: ``m`` and ``theta`` for the paper), the constrained saddle
-point (:class:`~attnphase.saddle.landscape.ConstrainedSolver`, THEORY.md sec. 3-4) gives the lowest
-training loss among all weights with those overlaps, every other overlap entry minimised over. The
-grid is solved row by row, each point continued from its neighbour, or where that fails from the
-node below it; the fixed points found at that
-alpha (an anchor search per branch) are marked with their stability
-(:func:`~attnphase.saddle.landscape.assess`). This is the picture of a first-order transition: two
-minima and the barrier, a saddle, between them. The loss is even in every overlap family, so the
-grid covers the quadrant of non-negative overlaps.
+point (:class:`~attnphase.saddle.search.constrained.ConstrainedSolver`, THEORY.md sec. 3-4) gives the
+lowest training loss among all weights with those two overlaps and every other overlap entry held at
+zero (for the paper's model, whose overlaps are ``m`` and ``theta`` alone, every weight with those
+overlaps). The grid is solved row by row, each point continued from its neighbour, or where that fails
+from the node below it; the fixed points found at that alpha (an anchor search per branch) are marked
+with their stability (:func:`~attnphase.saddle.stability.assessment.assess`). This is the picture of a
+first-order transition: two minima and the barrier, a saddle, between them. The loss is even in every
+overlap family, so the grid covers the quadrant of non-negative overlaps.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,16 +25,18 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import branch_colours, branch_marker
 from attnphase.experiments.parsing import EXTENT, GRID_POINTS
-from attnphase.experiments.storage import exclusive, read_table, start_run, write_table
-from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
+from attnphase.experiments.run_context import RunContext
+from attnphase.experiments.storage import read_table, write_table
+from attnphase.experiments.study import StudyResult, checked_model, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.fixed_point import FixedPoint
-from attnphase.saddle.landscape import ConstrainedSolver, assess
-from attnphase.saddle.quadrature import GAUSS_HERMITE_ORDER, GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.points.fixed_point import FixedPoint
+from attnphase.saddle.quadrature.rules import GAUSS_HERMITE_ORDER, GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch, generic_guess
+from attnphase.saddle.search.constrained import ConstrainedSolver
+from attnphase.saddle.search.solver import SaddlePointSolver
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.solver import SaddlePointSolver
-from attnphase.saddle.switching import anchor
+from attnphase.saddle.stability.assessment import assess
 from attnphase.saddle.validation import ALPHA, check
 
 #: Without ``extent``, each axis reaches this multiple of the largest value a fixed point takes there.
@@ -94,23 +95,18 @@ def landscape_identity(
     model: AttentionModel, alpha: float, axes: Sequence[str], options: dict[str, object]
 ) -> dict[str, object]:
     """What makes two landscape runs the same computation (written to ``run.json``)."""
-    return {
-        "model": model.record(),
-        "alpha": alpha,
-        "axes": list(axes),
-        "options": options,
-        "package": {"attnphase": versions()["attnphase"]},
-    }
+    return {"model": model.record(), "alpha": alpha, "axes": list(axes), "options": options}
 
 
 def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Sequence[str], alpha: float) -> Figure:
-    """Filled contours of ``train_loss`` over the two ``axes`` (converged nodes only), the fixed points
-    marked in their branch's style, filled if stable and open if not."""
+    """Filled contours of ``train_loss`` over the two ``axes`` (converged nodes only, where they make a grid
+    of two rows and two columns at least; else the fixed points alone), the fixed points marked in their
+    branch's style, filled if stable and open if not."""
     x_name, y_name = axes
     table = grid[grid["converged"].astype(bool)].pivot_table(index=y_name, columns=x_name, values="train_loss")
     fig = Figure(figsize=(6.5, 5), layout="constrained")
     ax = fig.subplots()
-    if table.size:
+    if min(table.shape) >= 2:  # contours need a grid of at least two converged rows and columns
         values = table.to_numpy()
         # levels at quantiles of the values: the valleys between the minima are resolved as finely as the walls
         levels = np.unique(np.nanquantile(values, np.linspace(0, 1, 31)))
@@ -144,13 +140,17 @@ def fixed_points_at(
     solver: SaddlePointSolver, alpha: float, most_free: int | None = None, stability: bool = True
 ) -> list[FixedPoint]:
     """The converged fixed points an anchor search per branch finds at ``alpha``
-    (:func:`~attnphase.saddle.switching.anchor`: seeded, then along rays from the points found on the
-    branches it contains), one per label, each with its stability if ``stability``; with ``most_free``,
-    only on the branches with at most that many free overlap families."""
+    (:meth:`~attnphase.saddle.search.anchors.AnchorSearch.with_rays`: seeded, then along rays from the
+    points found on the branches it contains), one per label, each with its stability if ``stability``;
+    with ``most_free``, only on the branches with at most that many free overlap families."""
     found: dict[str, FixedPoint] = {}
-    branches = [b for b in solver.branches if most_free is None or len(solver.overlaps.free_families(b)) <= most_free]
+    layout = solver.problem.layout
+    branches = [b for b in solver.branches if most_free is None or len(layout.free_families(b)) <= most_free]
+    search = AnchorSearch.with_rays(
+        solver, lambda subspace, _: [p for p in found.values() if p.branch == subspace.name]
+    )
     for branch in branches:  # the most symmetric first: a branch's subspaces are searched before it
-        point = anchor(solver, alpha, branch, lambda subspace: [p for p in found.values() if p.branch == subspace.name])
+        point = search(alpha, branch)
         if point.converged and point.branch not in found:
             found[point.branch] = assess(solver, point) if stability else point
     return list(found.values())
@@ -161,7 +161,7 @@ def _axis_values(
 ) -> np.ndarray:
     if extent is None:
         largest = max((abs(p[axis]) for p in found), default=0.0)
-        bound = max(abs(b) for b in solver.overlaps.overlap_bounds(found[0].values)) if found else 0.5
+        bound = max(abs(b) for b in solver.problem.geometry.overlap_bounds(found[0].values)) if found else 0.5
         extent = MARGIN * largest if largest > 0 else bound
     return np.linspace(0.0, extent, points)
 
@@ -187,11 +187,12 @@ def landscape(
     with the same settings resumes from the rows written; other settings are refused unless
     ``overwrite``. Writes ``landscape.csv``, ``fixed_points.csv``, ``landscape.png/.pdf``, ``run.json``.
     """
+    model = checked_model(model)
     alpha = check(alpha, "alpha", ALPHA)
     points = int(check(points, "points", GRID_POINTS))
     order = int(check(order, "order", GAUSS_HERMITE_ORDER))
     solver = make_solver(model, SolverSettings(quadrature=GaussHermite(order), test_quadrature=GaussHermite(order)))
-    system = solver.compiled.system
+    system = solver.problem.compiled.system
     overlap_names = [e.name for e in system.entries if e.family in system.overlap_families]
     leading = [next(e.name for e in system.entries if e.family == f) for f in system.overlap_families]
     chosen = tuple(axes) if axes is not None else tuple(leading[:2])
@@ -202,20 +203,16 @@ def landscape(
         if len(extent) != 2:
             raise ValueError(f"extent must give two values, one per axis; got {len(extent)}")
     options = {"points": points, "extent": list(extent) if extent else None, "order": order}
-    directory = output_directory(out) if out is not None else None
-    with exclusive(directory) if directory is not None else nullcontext():
+    identity = landscape_identity(model, alpha, chosen, options)
+    with RunContext(out, identity, LandscapeResult.outputs(), overwrite) as run:
         started = time.perf_counter()
-        done = pd.DataFrame()
-        if directory is not None:
-            identity = landscape_identity(model, alpha, chosen, options)
-            outputs = LandscapeResult.outputs()
-            done = start_run(directory, identity, outputs, overwrite, lambda: _rows(directory, points))
-            done = pd.DataFrame() if done is None else done
+        done = run.resume(lambda: _rows(run.path("landscape.csv"), points))
+        done = pd.DataFrame() if done is None else done
         found = fixed_points_at(solver, alpha)
         values = [_axis_values(a, extent[i] if extent else None, points, found, solver) for i, a in enumerate(chosen)]
         held = ConstrainedSolver(solver, overlap_names)
         rows = done.to_dict("records")
-        seed = min(found, key=lambda p: p.train_loss).values if found else solver.generic_guess()
+        seed = min(found, key=lambda p: p.train_loss).values if found else generic_guess(solver)
         below: dict[int, np.ndarray] = {}  # the converged nodes of the row before, by their column
         finished = len(rows) // points
         if finished:  # resumed: continue from the last finished row as an uninterrupted run would
@@ -240,8 +237,8 @@ def landscape(
                     row_points.append(point.row())
                 below = here
                 rows += sorted(row_points, key=lambda r: r[chosen[0]])
-                if directory is not None:
-                    write_table(directory / "landscape.csv", rows)
+                if run.directory is not None:
+                    write_table(run.path("landscape.csv"), rows)
                 bar.update(1)
         result = LandscapeResult(
             model,
@@ -252,8 +249,7 @@ def landscape(
             options,
             time.perf_counter() - started,
         )
-        if directory is not None:
-            result.save(directory)
+        run.save(result)
     return result
 
 
@@ -268,14 +264,17 @@ def _continuation_state(
 ) -> tuple[dict[int, np.ndarray], np.ndarray]:
     """The converged nodes of a finished row (its rows sorted by column) by column, and the start of the
     next row's first solve: the last converged node in the row's order (``seed`` if none converged)."""
-    below = {j: np.array([float(r[n]) for n in solver.names]) for j, r in enumerate(last_row) if bool(r["converged"])}
+    below = {
+        j: np.array([float(r[n]) for n in solver.problem.layout.names])
+        for j, r in enumerate(last_row)
+        if bool(r["converged"])
+    }
     converged = [j for j in _serpentine(len(last_row), row) if j in below]
     return below, below[converged[-1]] if converged else seed
 
 
-def _rows(directory: Path, points: int) -> pd.DataFrame | None:
-    """The complete grid rows an interrupted run wrote (``points`` nodes each), or ``None``."""
-    path = directory / "landscape.csv"
+def _rows(path: Path, points: int) -> pd.DataFrame | None:
+    """The complete grid rows an interrupted run wrote into ``path`` (``points`` nodes each), or ``None``."""
     if not path.exists():
         return None
     table = read_table(path, numbers=("train_loss", "residual"), flags=("converged",))

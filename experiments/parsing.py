@@ -26,7 +26,7 @@ MAX_ALPHAS = 2000
 STEP = Interval(0.0, ALPHA.high, low_open=True)
 
 # Ranges of the options of the studies at finite d (simulate, finite-size, uninformed; the simulation
-# settings check them, :meth:`attnphase.experiments.simulation.SimulationSettings.validate`).
+# settings check them, :meth:`attnphase.experiments.training.SimulationSettings.validate`).
 #: The embedding dimension d (the memory a simulation needs is bounded separately, below).
 DIMENSION = Interval(2, 100_000, integer=True)
 #: Runs per point, as a count (seeds ``0`` to ``seeds - 1``); each seed is in :data:`SEED`.

@@ -2,7 +2,7 @@
 
 :func:`phase_diagram` takes a sequence of declarations (for the command line: the paper's model at
 every combination of ``--omegas``, ``--sigmas``, ``--lambdas``) and runs one
-:func:`~attnphase.experiments.scan_study.scan` per declaration: every branch over the alpha grid,
+:func:`~attnphase.experiments.scan.scan` per declaration: every branch over the alpha grid,
 the changes of global minimum, ``alpha_c`` and ``alpha_l`` (THEORY.md sec. 5-7). Each scan is a
 *unit* with its own directory ``OUT/units/NNN_<parameters>``; units run on local processes
 (:mod:`joblib`) or on a Dask cluster, and the tables of every unit are gathered into
@@ -33,19 +33,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import gap_figure, phase_diagram_figure
+from attnphase.experiments.options import ScanOptions
 from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
-from attnphase.experiments.scan_study import scan, scan_identity, scan_options
+from attnphase.experiments.run_context import RunContext
+from attnphase.experiments.scan import scan, scan_identity, scan_options
 from attnphase.experiments.storage import (
     CorruptResultsError,
-    exclusive,
     identity_differences,
     read_json,
     read_table,
-    start_run,
 )
-from attnphase.experiments.study import StudyResult, logger, output_directory, progress_bar, versions
+from attnphase.experiments.study import StudyResult, logger, progress_bar, versions, with_package
 from attnphase.replica.declaration import AttentionModel, InputTypeError, Interval
-from attnphase.saddle.quadrature import GaussHermite, QuadratureCheck
 from attnphase.saddle.validation import ParameterError, check
 
 #: The directory of the units inside a phase diagram's output directory.
@@ -76,7 +75,7 @@ def unit_names(models: Sequence[AttentionModel]) -> list[str]:
 
 
 def run_unit(
-    model: AttentionModel, alphas: Sequence[float], options: dict[str, object], directory: Path, threads: int
+    model: AttentionModel, alphas: Sequence[float], options: ScanOptions, directory: Path, threads: int
 ) -> UnitTables:
     """The tables of one scan in ``directory``: read back if it holds a complete scan of the same
     declaration and options, else computed by :func:`scan`, which resumes a partial one (reusing its
@@ -86,14 +85,14 @@ def run_unit(
         import numba
 
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    identity = scan_identity(model, {"alphas": [float(a) for a in alphas], **options})
+    identity = with_package(scan_identity(model, alphas, options))
     try:
         finished = _finished_unit(directory, identity)
     except CorruptResultsError as error:
         logger.warning("%s; the scan is computed again", error)
         finished = None
     if finished is None:
-        scan(model, alphas, **options, out=directory, overwrite=True, progress=False)
+        scan(model, alphas, options, out=directory, overwrite=True, progress=False)
         finished = _finished_unit(directory, identity)
         assert finished is not None, f"{directory}: the scan did not finish"
     return finished
@@ -127,7 +126,7 @@ class PhaseDiagramResult(StudyResult):
 
     models: tuple[AttentionModel, ...]
     alphas: tuple[float, ...]
-    options: dict[str, object]
+    options: ScanOptions
     units: tuple[UnitTables, ...]
     seconds: float
     provenance: dict[str, str]
@@ -179,12 +178,12 @@ class PhaseDiagramResult(StudyResult):
     @property
     def record(self) -> dict[str, object]:
         return {
-            **phase_diagram_identity(self.models, self.alphas, self.options),
+            **(phase_diagram_identity(self.models, self.alphas, self.options)),
             "status": "complete",
             "seconds": round(self.seconds, 2),
             "unit_seconds": {name: unit.seconds for name, unit in zip(self.names, self.units, strict=True)},
             "versions": self.provenance,
-            "seeds": {"prox": self.options["seed"], "quadrature": self.options["seed"]},
+            "seeds": {"prox": self.options.seed, "quadrature": self.options.seed, "error_check": self.options.seed},
         }
 
     def plot(self) -> Figure:
@@ -211,14 +210,14 @@ class PhaseDiagramResult(StudyResult):
 
 
 def phase_diagram_identity(
-    models: Sequence[AttentionModel], alphas: Sequence[float], options: dict[str, object]
+    models: Sequence[AttentionModel], alphas: Sequence[float], options: ScanOptions
 ) -> dict[str, object]:
-    """What makes two phase diagrams the same computation (compared by value when resuming)."""
+    """What makes two phase diagrams the same computation (compared by value when resuming, with the
+    package version the run context adds): the models, the alphas and the options, resolved for them."""
     return {
         "models": [m.record() for m in models],
         "alphas": [float(a) for a in alphas],
-        "options": options,
-        "package": {"attnphase": versions()["attnphase"]},
+        "options": options.record(models[0]),
     }
 
 
@@ -240,43 +239,37 @@ def _dask_backend(scheduler: str | None) -> Iterator[None]:
 def phase_diagram(
     models: Sequence[AttentionModel],
     alphas: str | Sequence[float] = DEFAULT_ALPHAS,
+    options: ScanOptions | None = None,
     *,
-    quadrature: str = "gauss-hermite",
-    order: int = 20,
-    seed: int = 0,
-    conjugate_form: str = "score",
-    threshold_order: int = 32,
-    stability: bool = True,
-    error_check: int = QuadratureCheck.log2_points,
-    prune: float = GaussHermite.prune,
     out: str | Path | None = None,
     overwrite: bool = False,
     jobs: int = 1,
     scheduler: str | None = None,
     progress: bool | None = True,
+    **option_values: object,
 ) -> PhaseDiagramResult:
-    """Scan every declaration of ``models`` over ``alphas`` (the options are those of
-    :func:`~attnphase.experiments.scan_study.scan`) and gather the thresholds, branches and changes
-    of global minimum into one phase diagram (module docstring).
+    """Scan every declaration of ``models`` over ``alphas`` (``options`` and ``option_values`` as in
+    :func:`~attnphase.experiments.scan.scan`) and gather the thresholds, branches and changes of global
+    minimum into one phase diagram (module docstring).
 
-    ``jobs``: local worker processes (each with ``cpu_count // jobs`` numba threads; ``1`` runs in
-    this process); ``scheduler``: the address of a Dask scheduler (``tcp://host:8786``) to run the
-    units on instead, with numba's default threads on each worker; its workers must see ``out`` on a
-    shared file system. ``out``: the output
-    directory (a temporary one if ``None``), held for the whole run; a rerun with the same models
-    and options resumes unit by unit, other settings are refused unless ``overwrite``.
+    ``jobs``: local worker processes (each with ``cpu_count // jobs`` numba threads; ``1`` runs in this
+    process); ``scheduler``: the address of a Dask scheduler (``tcp://host:8786``) to run the units on
+    instead, with numba's default threads on each worker; its workers must see ``out`` on a shared file
+    system. ``out``: the output directory (a temporary one if ``None``), held for the whole run; a rerun
+    with the same models and options resumes unit by unit, other settings are refused unless
+    ``overwrite``.
     """
     models = _checked_models(models)
     grid = parse_alphas(alphas)
-    options = scan_options(quadrature, order, seed, conjugate_form, threshold_order, stability, error_check, prune)
+    options = scan_options(options, option_values)
     jobs = int(check(jobs, "jobs", JOBS))
     temporary = tempfile.TemporaryDirectory(prefix="attnphase-phase-diagram-") if out is None else nullcontext()
     with temporary as scratch:
-        directory = output_directory(out if out is not None else scratch)
-        with exclusive(directory):
-            identity = phase_diagram_identity(models, grid, options)
-            start_run(directory, identity, PhaseDiagramResult.outputs(), overwrite, lambda: None)
-            units_directory = directory / UNITS
+        identity = phase_diagram_identity(models, grid, options)
+        outputs = PhaseDiagramResult.outputs()
+        with RunContext(out if out is not None else scratch, identity, outputs, overwrite) as run:
+            run.resume()
+            units_directory = run.directory / UNITS
             units_directory.mkdir(exist_ok=True)
             names = unit_names(models)
             # local workers share this machine's cores; a cluster's workers keep their own default
@@ -303,7 +296,7 @@ def phase_diagram(
             result = PhaseDiagramResult(
                 tuple(models), tuple(grid.tolist()), options, tuple(units), time.perf_counter() - started, versions()
             )
-            result.save(directory)
+            run.save(result)
     return result
 
 

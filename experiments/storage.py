@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import secrets
 import shutil
@@ -34,7 +35,7 @@ from typing import IO, TypeVar
 import pandas as pd
 from filelock import FileLock, Timeout
 
-from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.points.fixed_point import FixedPoint
 
 #: The record of a run, next to its tables.
 RUN_FILE = "run.json"
@@ -98,8 +99,24 @@ def write_table(path: Path, rows: Iterable[Mapping[str, object]] | pd.DataFrame)
 
 
 def write_json(path: Path, payload: Mapping[str, object]) -> None:
-    """Write ``payload`` as indented, key-sorted JSON atomically."""
-    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    """Write ``payload`` as indented, key-sorted, standard JSON atomically: a float that is not finite (NaN,
+    an infinity, which JSON has no number for) is written as ``null``."""
+    atomic_write_text(path, _json_text(payload, indent=2) + "\n")
+
+
+def _json_text(payload: object, indent: int | None = None) -> str:
+    return json.dumps(_finite(payload), indent=indent, sort_keys=True, default=str, allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    """``value`` with every non-finite float replaced by ``None`` (in dicts, lists and tuples)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 # ---------------------------------------------------------------- reading
@@ -229,8 +246,8 @@ def exclusive(directory: Path) -> Iterator[None]:
 
 
 def _normalised(value: object) -> object:
-    """``value`` as :func:`write_json` writes it and it reads back (tuples as lists, for instance)."""
-    return json.loads(json.dumps(value, default=str))
+    """``value`` as :func:`write_json` writes it and it reads back (tuples as lists, NaN as null)."""
+    return json.loads(_json_text(value))
 
 
 def _differences(here: object, there: object, path: str = "") -> list[tuple[str, object, object]]:

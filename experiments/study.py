@@ -10,9 +10,12 @@ table, the figure as PNG and PDF, and ``run.json``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import platform
+import shutil
+import subprocess
 import tempfile
 import warnings
 from abc import ABC, abstractmethod
@@ -27,7 +30,7 @@ from matplotlib.figure import Figure
 from tqdm import TqdmWarning, tqdm
 
 from attnphase.experiments.storage import atomic_file, write_json, write_table
-from attnphase.replica.declaration import InputTypeError
+from attnphase.replica.declaration import AttentionModel, InputTypeError
 
 logger = logging.getLogger("attnphase")
 
@@ -36,14 +39,65 @@ RECORDED_PACKAGES = ("attnphase", "numpy", "scipy", "sympy", "numba", "pandas", 
 
 
 def versions() -> dict[str, str]:
-    """Versions of Python and of :data:`RECORDED_PACKAGES` (written next to every result)."""
+    """Versions of Python and of :data:`RECORDED_PACKAGES`, and the git commit of the package's source
+    where it runs from a checkout (written next to every result)."""
     found = {"python": platform.python_version()}
     for name in RECORDED_PACKAGES:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = "not installed"
+    commit = source_commit()
+    if commit is not None:
+        found["commit"] = commit
     return found
+
+
+def with_package(identity: Mapping[str, object]) -> dict[str, object]:
+    """``identity`` with the package's version: what every ``run.json`` holds and a resume compares."""
+    return {**identity, "package": {"attnphase": package_version()}}
+
+
+def package_version() -> str:
+    """The installed version of attnphase (part of every run's identity)."""
+    try:
+        return metadata.version("attnphase")
+    except metadata.PackageNotFoundError:  # pragma: no cover - a source tree that is not installed
+        return "unknown"
+
+
+@functools.cache
+def source_commit() -> str | None:
+    """The git commit of the checkout the package runs from, with ``+dirty`` where tracked files differ
+    from it; ``None`` outside a git checkout (an installed wheel) or without git."""
+    source = Path(__file__).resolve().parents[1]
+    git = shutil.which("git")
+    if git is None or not (source / ".git").exists():
+        return None
+    try:
+        # the package's own checkout and a fixed command: no outside input
+        head = subprocess.run(  # noqa: S603
+            [git, "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        changes = subprocess.run(  # noqa: S603
+            [git, "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if changes else "")
+
+
+def checked_model(model: object) -> AttentionModel:
+    """``model`` if it is a declaration, else one line saying what was given (a shipped model is
+    ``attnphase.variant(name).model()``)."""
+    if not isinstance(model, AttentionModel):
+        hint = " (a shipped model by name: attnphase.variant(name).model())" if isinstance(model, str) else ""
+        raise InputTypeError(f"model must be an AttentionModel declaration{hint}; got {model!r}")
+    return model
 
 
 def progress_bar(total: int, description: str, unit: str, progress: bool | None) -> tqdm:
@@ -151,7 +205,7 @@ class StudyResult(ABC):
             raise AssertionError(f"{name}.more_figure_names {self.more_figure_names} are not its figures")
         for stem, figure in figures.items():
             paths += save_figure(figure, directory / stem, self.figure_dpi)
-        write_json(directory / "run.json", self.record)
+        write_json(directory / "run.json", with_package(self.record))
         paths.append(directory / "run.json")
         logger.info("wrote %s", ", ".join(p.name for p in paths))
         return paths

@@ -5,7 +5,7 @@ rate 0.01 (THEORY.md sec. 11), on any declaration with both overlap families (th
 default, THEORY.md sec. 6). Its end point is put in the minimum where ``m`` alone is non-zero (the
 paper's positional one), the one where ``theta`` alone is (semantic) or neither, by comparing the
 family norms ``|m|`` and ``|theta|`` (THEORY.md sec. 2) with the theory's branches at the same alpha
-(:func:`experiments.simulation.classify_basin`); the basins carry the declaration's labels. The paper
+(:func:`experiments.training.classify_basin`); the basins carry the declaration's labels. The paper
 reports that both minima are reached at small alpha and that for larger alpha the semantic one is
 found less often than the positional one, with a considerable share of runs in neither.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,29 +24,29 @@ from matplotlib.figure import Figure
 from attnphase.experiments.families import basins, family_labels
 from attnphase.experiments.figures import branch_colours
 from attnphase.experiments.parsing import parse_alphas
-from attnphase.experiments.simulation import (
+from attnphase.experiments.run_context import RunContext
+from attnphase.experiments.study import StudyResult, checked_model, progress_bar, versions
+from attnphase.experiments.training import (
     SimulationSettings,
     branch_overlaps,
     classify_basin,
     require_both_families,
     simulate_to,
 )
-from attnphase.experiments.storage import exclusive
-from attnphase.experiments.study import StudyResult, output_directory, progress_bar, versions
 from attnphase.replica.declaration import AttentionModel
-from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.scan import make_solver
-from attnphase.saddle.solver import SaddlePointSolver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.search.solver import SaddlePointSolver
+from attnphase.saddle.search.tracer import trace_branch
 
 FRACTION_COLUMNS = ("alpha", "basin", "fraction", "count", "runs")
 
 
 def theory_overlaps(solver: SaddlePointSolver, alphas: Sequence[float]) -> pd.DataFrame:
     """The branches on which one overlap family alone is non-zero (the paper's positional and semantic)
-    continued over ``alphas`` (:func:`saddle.continuation.trace_branch`), reduced to the overlaps the
-    classifier needs (columns of :func:`experiments.simulation.branch_overlaps`; NaN where a branch has
+    continued over ``alphas`` (:func:`saddle.search.tracer.trace_branch`), reduced to the overlaps the
+    classifier needs (columns of :func:`experiments.training.branch_overlaps`; NaN where a branch has
     ended)."""
-    model = solver.compiled.system.model
+    model = solver.problem.model
     branches = [solver.branch(label) for label in family_labels(model).values()]
     rows = [p.row() for branch in branches for p in trace_branch(solver, branch, alphas).points]
     return branch_overlaps(pd.DataFrame(rows), alphas, model)
@@ -147,15 +146,16 @@ def uninformed(
     progress: bool | None = True,
 ) -> UninformedResult:
     """Train from ``Q = 0.1 N(0, I)`` with Adam and count the runs ending in each of the theory's
-    minima (paper App. E.4; the basin rule of :func:`attnphase.experiments.simulation.classify_basin`).
+    minima (paper App. E.4; the basin rule of :func:`attnphase.experiments.training.classify_basin`).
 
     ``seeds`` runs per alpha of ``alphas`` at dimension ``d``, Adam with learning rate ``lr`` for
     ``max_steps`` steps, test error on ``n_test`` samples. With ``out``, the directory is held for the
     whole call (another run into it is refused at once), runs are written to ``uninformed.csv`` alpha
     by alpha, a rerun with the same settings (compared by value) resumes from them, and the result is
     saved there; other settings or unreadable files are refused unless ``overwrite``, which first
-    removes every file of the old run (:func:`~attnphase.experiments.simulation.simulate_to`).
+    removes every file of the old run (:func:`~attnphase.experiments.training.simulate_to`).
     """
+    model = checked_model(model)
     require_both_families(model, "uninformed")
     settings = SimulationSettings.of_model(
         model,
@@ -168,22 +168,13 @@ def uninformed(
         max_steps=max_steps,
         n_test=n_test,
     ).validate()
-    directory = output_directory(out) if out is not None else None
-    with exclusive(directory) if directory is not None else nullcontext():
+    with RunContext(out, {"settings": settings.as_dict()}, UninformedResult.outputs(), overwrite) as run:
         started = time.perf_counter()
         overlaps = theory_overlaps(make_solver(model), settings.alphas)
         with progress_bar(len(settings.alphas), "uninformed", "alpha", progress) as bar:
-            trained = simulate_to(
-                directory,
-                settings,
-                overwrite,
-                progress=lambda _block: bar.update(1),
-                outputs=UninformedResult.outputs(),
-                table="uninformed.csv",
-            )
+            trained = simulate_to(run, settings, progress=lambda _block: bar.update(1), table="uninformed.csv")
         runs = classify_basin(trained, overlaps, model)
         fractions = basin_fractions(runs, basins(model))
         result = UninformedResult(settings, overlaps, runs, fractions, time.perf_counter() - started)
-        if directory is not None:
-            result.save(directory)
+        run.save(result)
     return result

@@ -796,6 +796,11 @@ class AttentionModel:
         """The number of tokens L."""
         return self.tokens.length
 
+    def gaussian_dimension(self) -> int:
+        """``L (r + t)``: the Gaussian variables of the energetic integrals (THEORY.md sec. 2), which set
+        the size of a quadrature rule (the default rule per dimension: :mod:`attnphase.saddle.tuning`)."""
+        return self.length * (self.rank + self.teacher_rank)
+
     def validate(self) -> None:
         """Validate the components against each other (raises :class:`DeclarationError`); each
         component has checked its own numbers at construction."""

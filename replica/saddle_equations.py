@@ -186,7 +186,7 @@ class ReplicaSystem:
         the trace term is bilinear in (parameter, conjugate), so this matrix is constant (THEORY.md
         sec. 3). With :attr:`entropic_hessian` and the Hessian of ``alpha Psi_out`` it makes the
         Hessian of ``Phi`` in all its variables, from which the curvature of the training loss at
-        fixed overlaps follows by elimination (:func:`attnphase.saddle.landscape.stability`)."""
+        fixed overlaps follows by elimination (:func:`attnphase.saddle.stability.hessian.stability`)."""
         params, conjugates = self.parameters.symbols, self.parameters.conjugates
         return sp.Matrix([[sp.diff(self.trace_terms, x, xhat) for xhat in conjugates] for x in params])
 

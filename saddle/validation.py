@@ -21,24 +21,6 @@ class ParameterError(ValueError):
 ALPHA = Interval(1e-6, 1e4)
 #: Seeds of every random generator (numpy, scipy's Sobol scrambling, torch): 32-bit unsigned integers.
 SEED = Interval(0, 2**32 - 1, integer=True)
-#: The numeric fields of :class:`~attnphase.saddle.settings.ProxSettings` and their ranges.
-PROX_RANGES: Mapping[str, Interval] = {
-    "extra_directions": Interval(0, 64, integer=True),
-    "gradient_tolerance": Interval(0.0, 1e-3, low_open=True),
-    "max_iterations": Interval(1, 10_000, integer=True),
-    "seed": SEED,
-}
-#: The numeric fields of :class:`~attnphase.saddle.settings.SolverSettings` and their ranges:
-#: residuals are relative (``|F(x) - x| / (1 + |x|)``), so a tolerance above 1e-3 accepts non-solutions.
-SOLVER_RANGES: Mapping[str, Interval] = {
-    "tolerance": Interval(0.0, 1e-3, low_open=True),
-    "accept": Interval(0.0, 1e-3, low_open=True),
-    "max_evaluations": Interval(1, 10_000, integer=True),
-    "damping": Interval(0.0, 1.0, low_open=True),
-    "energy_tolerance": Interval(0.0, 1.0, low_open=True),
-    "prox_tolerance": Interval(0.0, 1.0),
-    "kink_tolerance": Interval(0.0, 1.0, low_open=True),
-}
 
 
 def check(value: object, parameter: str, interval: Interval) -> float:

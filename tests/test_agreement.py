@@ -13,7 +13,7 @@ import pytest
 from attnphase.experiments import landscape
 from attnphase.experiments.agreement import compare, compared_quantities, theory_points
 from attnphase.replica.variants import variant
-from attnphase.saddle.gauge import rotated
+from attnphase.saddle.geometry.gauge import rotated
 
 PAPER = variant("paper").model()
 POINTS = pd.DataFrame(
@@ -107,11 +107,19 @@ def test_the_theory_can_leave_out_the_branches_with_several_free_families(paper_
     the points are not assessed for stability (their basins, not their stability, are compared)."""
     searched = []
 
-    def found(solver, alpha, branch, points_on):
-        searched.append(branch.name)
-        return SimpleNamespace(converged=True, branch=branch.name, row=lambda: {"alpha": alpha, "branch": branch.name})
+    class Found:
+        """The anchor search with rays, each search recorded and landing on its branch."""
 
-    monkeypatch.setattr(landscape, "anchor", found)
+        @staticmethod
+        def with_rays(solver, subspace_points):
+            def found(alpha, branch):
+                searched.append(branch.name)
+                row = {"alpha": alpha, "branch": branch.name}
+                return SimpleNamespace(converged=True, branch=branch.name, row=lambda: row)
+
+            return found
+
+    monkeypatch.setattr(landscape, "AnchorSearch", Found)
     monkeypatch.setattr(landscape, "assess", lambda solver, point: pytest.fail("assessed"))
     points = theory_points(paper_solver, [1.5], most_free=1)
     assert sorted(searched) == ["agnostic", "positional", "semantic"] and points["branch"].tolist() == searched

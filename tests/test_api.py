@@ -17,17 +17,19 @@ from typer.testing import CliRunner
 
 import attnphase as ap
 from attnphase.experiments.cli import app
+from attnphase.saddle.points.checks import Assessment, Failure, HessianCheck
 
 SMALL_ALPHAS = "1.9,2.0,2.1"
 SMALL_ORDER = 10
 
 
 def _public_modules() -> list[str]:
+    """Every module of the package, those of the stages' subpackages (``saddle.prox``, ...) included."""
     names = ["attnphase"]
     for sub in ("replica", "saddle", "baseline", "experiments"):
         package = importlib.import_module(f"attnphase.{sub}")
         names.append(package.__name__)
-        names += [m.name for m in pkgutil.iter_modules(package.__path__, package.__name__ + ".")]
+        names += [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
     return names
 
 
@@ -73,6 +75,7 @@ def test_the_namespace_exports_what_it_lists_and_each_entry_states_its_science()
     assert set(ap.__all__) <= set(dir(ap))
 
 
+@pytest.mark.slow
 def test_importing_the_namespace_does_not_load_torch():
     code = "import sys, attnphase; assert 'torch' not in sys.modules; attnphase.simulate; assert 'torch' in sys.modules"
     import subprocess
@@ -109,6 +112,7 @@ def cli_scan(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_scan_is_one_call_with_tidy_tables(api_scan):
     branches = api_scan.branches
     assert {"positional", "semantic", "agnostic"} <= set(branches["branch"]) <= {*api_scan.solution.traces}
@@ -135,7 +139,8 @@ def test_the_summary_names_the_converged_points_without_stability(api_scan, monk
     assert "no stability" not in api_scan.summary()  # every converged point was assessed
     points = api_scan.points
     first = next(i for i, p in enumerate(points) if p.converged)
-    unassessed = replace(points[first], stable=None, stability_status="hessian: not finite")
+    failure = Failure(HessianCheck.NOT_FINITE, "not finite")  # stability_status "hessian: not finite"
+    unassessed = replace(points[first], stable=None, assessment=Assessment.FAILED, stability_problem=failure)
     monkeypatch.setattr(
         type(api_scan), "points", property(lambda _: [*points[:first], unassessed, *points[first + 1 :]])
     )
@@ -143,6 +148,7 @@ def test_the_summary_names_the_converged_points_without_stability(api_scan, monk
     assert f"no stability at 1 converged points ({where}; why: stability_status)" in api_scan.summary()
 
 
+@pytest.mark.slow
 def test_the_command_line_and_the_api_give_identical_tables(api_scan, cli_scan):
     for name, table in api_scan.tables.items():
         written = pd.read_csv(cli_scan / f"{name}.csv")
@@ -185,6 +191,7 @@ def test_progress_true_shows_a_bar_on_standard_error(capfd):
     assert captured.out == "" and "fixed points" in captured.err
 
 
+@pytest.mark.slow
 def test_the_simulation_api_and_command_give_identical_runs(tmp_path, api_scan):
     theory = tmp_path / "theory"
     api_scan.save(theory)
@@ -202,11 +209,12 @@ def test_the_simulation_api_and_command_give_identical_runs(tmp_path, api_scan):
     assert isinstance(result.plot(), Figure)
 
 
+@pytest.mark.slow
 def test_the_simulator_trains_another_declaration_and_measures_its_order_parameters():
     """Three tokens, two positional directions, a token of twice the others' covariance (one family of
     ``q, theta``): the runs carry the theory's reduced order parameters by name (the simulator is built
     from the declaration)."""
-    from attnphase.experiments.simulation import SimulationSettings, simulate
+    from attnphase.experiments.training import SimulationSettings, simulate
 
     model = ap.AttentionModel(
         tokens=ap.GaussianTokens(variances=((0.25, 0.25, 0.5),)),
@@ -221,6 +229,7 @@ def test_the_simulator_trains_another_declaration_and_measures_its_order_paramet
     assert list(runs.columns[8 : 8 + len(measured)]) == measured and runs[measured].notna().all().all()
 
 
+@pytest.mark.slow
 def test_a_simulation_saves_the_scan_it_holds_under_theory(tmp_path, api_scan):
     options = {"d": 8, "alphas": [2.0], "seeds": 1, "n_test": 50, "max_steps": 50, "progress": False}
     held = ap.simulate(ap.paper_model(), **options, theory=api_scan)

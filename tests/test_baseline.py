@@ -15,7 +15,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from attnphase.baseline.linear import linear_baseline
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.quadrature.rules import GaussHermite
 
 A_STANDARD = ((0.6, 0.4), (0.4, 0.6))
 A_SECOND_EXAMPLE = ((0.3, 0.7), (0.8, 0.2))  # App. E.2

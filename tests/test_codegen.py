@@ -1,6 +1,6 @@
 """Generated kernel modules: correct code, one file per distinct source, machine code cached
 on disk and the module remembered under its recipe, so that a new process neither generates nor
-compiles the same model again (saddle/codegen.py)."""
+compiles the same model again (saddle/compilation/codegen.py)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from attnphase.saddle.ahead import IN_PROCESS, IN_WORKER
-from attnphase.saddle.codegen import ModuleSource, Recipe, cache_directory
+from attnphase.saddle.compilation.ahead import IN_PROCESS, IN_WORKER
+from attnphase.saddle.compilation.codegen import ModuleSource, Recipe, cache_directory
 
 ROOT = Path(__file__).resolve().parents[1]
 
 BUILD = """
 import json, sys
 import numpy as np, sympy as sp
-from attnphase.saddle.codegen import ModuleSource
+from attnphase.saddle.compilation.codegen import ModuleSource
 x, y = sp.symbols("x y", real=True)
 source = ModuleSource(prox_dimension=1, constants={"_MAX_HALVINGS": 3})
 source.scalar("f", [("a", [x, y])], sp.exp(x) * y + x**2)
@@ -81,6 +81,7 @@ def test_one_module_file_per_distinct_source(tmp_path, monkeypatch):
     assert Path(first.__file__).read_text() == _source(x + y).text
 
 
+@pytest.mark.slow
 def test_a_new_process_loads_the_machine_code_from_the_cache(tmp_path):
     """The first process compiles (a cache miss), the second loads it (a hit, no miss)."""
     env = {**os.environ, "ATTNPHASE_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
@@ -170,12 +171,13 @@ SOURCE_NAME = """
 import json, sys
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.compiled import compile_system
+from attnphase.saddle.compilation.compiled import compile_system
 compile_system(derive(paper_model()))
 print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith("attnphase_kernels_"))}))
 """
 
 
+@pytest.mark.slow
 def test_the_generated_source_is_the_same_in_every_process(tmp_path):
     """Sets of sympy objects iterate in an order that depends on the process's hash seed: the
     generated source must not (else two processes compute with different roundings, and a resumed
@@ -193,7 +195,7 @@ def test_the_generated_source_is_the_same_in_every_process(tmp_path):
 
 REMEMBERED = """
 import json
-import attnphase.saddle.compiled as compiled
+import attnphase.saddle.compilation.compiled as compiled
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.saddle_equations import derive
 
@@ -206,6 +208,7 @@ print(json.dumps({"module": system.prox.kernel.__module__}))
 """
 
 
+@pytest.mark.slow
 def test_a_new_process_loads_the_generated_module_by_its_recipe(tmp_path):
     """The first process generates the paper's kernel module and remembers it under its recipe; a
     second process with the same cache loads it without generating (the generator is made to fail
@@ -222,24 +225,26 @@ def test_a_new_process_loads_the_generated_module_by_its_recipe(tmp_path):
 ONE_SIGNATURE = """
 import json
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.compiled import OneSignature
-from attnphase.saddle.landscape import assess
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.compilation.compiled import OneSignature
+from attnphase.saddle.stability.assessment import assess
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.search.anchors import AnchorSearch, generic_guess
 from attnphase.saddle.settings import SolverSettings
 rule = GaussHermite(8)
 solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
-point = solver.anchor(2.0, solver.branch("semantic"))  # folded nodes, verification, kinks, Sobol check
+point = AnchorSearch(solver)(2.0, solver.branch("semantic"))  # folded nodes, verification, kinks, Sobol check
 assess(solver, point)  # quick evaluations away from the point
-envelope = solver.in_form("envelope")
-envelope.map.map_jacobian(envelope.map.evaluate(point.values, 2.0), 2.0)
-solver.map.fold(solver.generic_guess())  # the symmetry search's own nodes and starts
-compiled = solver.compiled
+envelope = solver.in_form("envelope").problem.map
+envelope.map_jacobian(envelope.evaluate(point.values, 2.0), 2.0)
+solver.problem.engine.fold(generic_guess(solver))  # the symmetry search's own nodes and starts
+compiled = solver.problem.compiled
 kernels = {name: getattr(compiled, name) for name in ("prox", "energetic", "score", "test_error")}
 print(json.dumps({name: len(kernel.kernel.signatures) for name, kernel in kernels.items()}))
 """
 
 
+@pytest.mark.slow
 def test_each_kernel_is_compiled_once_whatever_arrays_the_solver_passes():
     """Rules, folds, checks and work arrays come read-only or writable, C- or Fortran-ordered; the kernels
     see them in one form, so a new process compiles each once (numba compiles per argument type)."""
@@ -250,17 +255,18 @@ def test_each_kernel_is_compiled_once_whatever_arrays_the_solver_passes():
 AHEAD = """
 import json, sys
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle import ahead
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.compilation import ahead
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
 if sys.argv[1] == "no-worker":
     ahead.sys.executable = "/nonexistent/python"
 rule = GaussHermite(8)
 solver = make_solver(paper_model(), SolverSettings(quadrature=rule, test_quadrature=rule))
-module = sys.modules[solver.compiled.prox.kernel.py_func.__module__]
+module = sys.modules[solver.problem.compiled.prox.kernel.py_func.__module__]
 compiled = {name: len(getattr(module, name).signatures) for name in ahead.KERNEL_ARGUMENTS}
-point = solver.anchor(2.0, solver.branch("semantic"))
+point = AnchorSearch(solver)(2.0, solver.branch("semantic"))
 stats = {name: getattr(module, name).stats for name in ahead.IN_WORKER}
 print(json.dumps({
     "compiled": compiled,
@@ -271,6 +277,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_a_new_module_is_compiled_on_both_cores_before_its_first_call(tmp_path):
     """On an empty cache, making the solver compiles every kernel: the prox and the envelope form here,
     the score form and the test error in a second process, whose machine code the first calls load from

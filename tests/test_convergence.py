@@ -1,6 +1,6 @@
 """What ``converged`` means: every check holds; otherwise the point is kept and its status says which failed.
 
-The checks (:meth:`SaddlePointSolver.diagnose`): the residual, finite values, order parameters in
+The checks (:class:`~attnphase.saddle.points.diagnosis.Diagnosis`): the residual, finite values, order parameters in
 their domain, the energy identity and the prox converged; a point is labelled by the overlaps it
 converged to, whatever branch was searched.
 Rows the solver reports as converged are re-checked here from their own values (an independent
@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 
 import attnphase as ap
-from attnphase.saddle.fixed_point import FixedPoint
+from attnphase.saddle.points.fixed_point import FixedPoint
+from attnphase.saddle.search.anchors import AnchorSearch
 
 
 @pytest.fixture(scope="module")
-def semantic_point(paper_solver) -> FixedPoint:
-    return paper_solver.anchor(2.0, paper_solver.branch("semantic"))
+def semantic_point(paper_base) -> FixedPoint:
+    solver = paper_base.renewed()
+    return AnchorSearch(solver)(2.0, solver.branch("semantic"))
 
 
 def test_a_converged_point_passes_every_check_and_keeps_its_status_in_a_table(semantic_point):
@@ -48,30 +50,32 @@ def test_order_parameters_outside_their_domain_are_named(paper_solver, semantic_
     names = semantic_point.names
     negative_v = semantic_point.values.copy()
     negative_v[names.index("V")] = -1.0
-    assert any(v.startswith("V not positive definite") for v in paper_solver.overlaps.domain_violations(negative_v))
+    geometry = paper_solver.problem.geometry
+    assert any(v.startswith("V not positive definite") for v in geometry.domain_violations(negative_v))
     too_aligned = semantic_point.values.copy()
     q, rho = too_aligned[names.index("q")], 0.25  # sigma^2 of the paper's instance
     too_aligned[names.index("theta")] = 1.01 * np.sqrt(q * rho)
-    assert any("Cauchy-Schwarz" in v for v in paper_solver.overlaps.domain_violations(too_aligned))
-    assert paper_solver.overlaps.domain_violations(semantic_point.values) == []
+    assert any("Cauchy-Schwarz" in v for v in geometry.domain_violations(too_aligned))
+    assert geometry.domain_violations(semantic_point.values) == []
     observed = paper_solver.observe(negative_v, 2.0, paper_solver.branch("semantic"))
     assert "domain" in observed.failed_checks and not observed.converged
 
 
 def test_a_point_is_labelled_by_the_overlaps_it_converged_to_not_by_the_branch_searched(paper_solver):
-    agnostic = paper_solver.anchor(2.0, paper_solver.branch("agnostic"))
+    search = AnchorSearch(paper_solver)
+    agnostic = search(2.0, paper_solver.branch("agnostic"))
     assert agnostic.converged and agnostic.branch == "agnostic"
     for searched in ("semantic", "positional", "mixed"):
         seen = paper_solver.observe(agnostic.values, 2.0, paper_solver.branch(searched))
         assert seen.converged and seen.branch == "agnostic", searched
-    semantic = paper_solver.anchor(2.0, paper_solver.branch("semantic"))
+    semantic = search(2.0, paper_solver.branch("semantic"))
     for searched in ("semantic", "mixed"):  # the subspaces holding the semantic point
         assert paper_solver.observe(semantic.values, 2.0, paper_solver.branch(searched)).branch == "semantic"
     tilted = semantic.values.copy()
     tilted[semantic.names.index("m")] = 0.1  # both overlaps non-zero: a mixed point (not a fixed point)
-    assert paper_solver.overlaps.label_of(tilted) == "mixed"
+    assert paper_solver.problem.geometry.label_of(tilted) == "mixed"
     tilted[semantic.names.index("m")] = 1e-5 * np.sqrt(semantic["q"] / 0.25)  # below 1e-3 of its bound
-    assert paper_solver.overlaps.label_of(tilted) == "semantic"
+    assert paper_solver.problem.geometry.label_of(tilted) == "semantic"
 
 
 def _independently_valid(row) -> list[str]:
@@ -91,6 +95,7 @@ def _independently_valid(row) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("declaration", "alphas"),
     [
@@ -124,6 +129,7 @@ def test_every_row_is_flagged_or_passes_every_check(declaration, alphas):
         assert branches.set_index("branch").loc["semantic", "converged"]
 
 
+@pytest.mark.slow
 def test_a_scan_gives_every_requested_alpha_a_row_or_a_reason():
     result = ap.scan(ap.paper_model(), "0.3,1.0,2.0", order=8, threshold_order=0, stability=False, progress=False)
     rows = set(zip(result.branches["alpha"], result.branches["branch"], strict=True))
@@ -139,15 +145,16 @@ def test_a_scan_gives_every_requested_alpha_a_row_or_a_reason():
 
 
 def test_a_kink_correction_larger_than_its_tolerance_is_flagged(semantic_point):
-    """The kink correction refines eps_t by ~1e-3 relative (docs/validation.md); a larger one means it
+    """The kink correction refines eps_t by ~1e-3 relative (docs/validation/quadrature.md); a larger one means it
     failed (seen on a second positional solution at omega = 0.2, where it reached -0.9 against an
-    energy of 5e-3), so a point whose correction exceeds ``kink_tolerance`` of its energy is flagged."""
-    from attnphase.saddle.scan import make_solver
+    energy of 5e-3), so a point whose correction exceeds the acceptance's ``kink`` of its energy is flagged."""
+    from attnphase.saddle.phases.survey import make_solver
     from attnphase.saddle.settings import SolverSettings
+    from attnphase.saddle.tuning import Tuning
 
     ratio = abs(semantic_point.line_correction) / semantic_point.energy
-    assert 0 < ratio < SolverSettings().kink_tolerance
-    strict = make_solver(ap.paper_model(), SolverSettings(kink_tolerance=ratio / 2))
+    assert 0 < ratio < Tuning().acceptance.kink
+    strict = make_solver(ap.paper_model(), SolverSettings(tuning=Tuning().replaced(acceptance={"kink": ratio / 2})))
     flagged = strict.observe(semantic_point.values, 2.0, strict.branch("semantic"))
     assert flagged.failed_checks == ("kink",) and not flagged.converged
     assert flagged.status.startswith("kink: line_correction = ")

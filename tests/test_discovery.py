@@ -6,29 +6,36 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle import continuation
-from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.search.tracer import trace_branch
 from attnphase.saddle.settings import SolverSettings
 
 GRID = np.arange(0.1, 2.51, 0.2).round(6).tolist()
 
 
 @pytest.fixture(scope="module")
-def omega_01():
+def omega_01_base():
     """At omega = 0.1 the positional branch is born from the agnostic one at a pitchfork near
-    alpha = 0.09 and merges into it again near 1.2 (docs/validation.md). On this coarse rule the
+    alpha = 0.09 and merges into it again near 1.2 (docs/validation/branches.md). On this coarse rule the
     map has no root to the tolerance at alpha = 0.3 (the step up from the point at 0.1 fails
     there, flagged), and the first three anchors (2.5, 0.1, 1.3) find nothing else of it."""
     rule = GaussHermite(8)
     return make_solver(paper_model(omega=0.1), SolverSettings(quadrature=rule, test_quadrature=rule))
 
 
+@pytest.fixture
+def omega_01(omega_01_base):
+    """The solver at omega = 0.1 without the memory of other tests' solves."""
+    return omega_01_base.renewed()
+
+
 def _positional_alphas(trace) -> set[float]:
     return {p.alpha for p in trace.points if p.converged and p.branch == "positional" and p.sheet == 0}
 
 
+@pytest.mark.slow
 def test_a_branch_lost_inside_the_grid_is_anchored_again_and_found_where_it_goes_on(omega_01):
     trace = trace_branch(omega_01, omega_01.branch("positional"), GRID)
     assert {0.1, 0.5, 0.7, 0.9, 1.1} <= _positional_alphas(trace)
@@ -38,10 +45,10 @@ def test_a_branch_lost_inside_the_grid_is_anchored_again_and_found_where_it_goes
     assert 0.15 < found["m"] < 0.25
 
 
-def test_without_the_extra_anchors_it_is_missed(omega_01, monkeypatch):
+def test_without_the_extra_anchors_it_is_missed(omega_01, retuned):
     """What the extra anchors are for: with none, the same trace holds only the point at 0.1."""
-    monkeypatch.setattr(continuation, "EXTRA_ANCHORS", 0)
-    trace = trace_branch(omega_01.renewed(), omega_01.branch("positional"), GRID)
+    solver = retuned(omega_01, continuation={"extra_anchors": 0})
+    trace = trace_branch(solver, solver.branch("positional"), GRID)
     assert _positional_alphas(trace) == {0.1}
 
 
@@ -49,18 +56,19 @@ def test_the_tangent_is_the_secant_of_two_solved_points(omega_01):
     """dx/dalpha from the Jacobian of the map (one point) against the central difference of the
     fixed points solved at alpha -+ 0.01 (two points): equal to the secant's error, O(h^2)."""
     branch = omega_01.branch("positional")
-    point = omega_01.anchor(0.7, branch)
+    point = AnchorSearch(omega_01)(0.7, branch)
     below, _ = omega_01.solve(0.69, branch, initial=point.values)
     above, _ = omega_01.solve(0.71, branch, initial=point.values)
     secant = (above.values - below.values) / 0.02
     slope = omega_01.tangent(point, branch)
     assert point.converged and below.converged and above.converged
     assert np.allclose(slope, secant, rtol=1e-2, atol=1e-4)
-    assert slope[omega_01.names.index("theta")] == 0.0  # held by the branch
-    assert abs(slope[omega_01.names.index("m")]) > 1e-3  # the test can tell a slope from none
+    names = omega_01.problem.layout.names
+    assert slope[names.index("theta")] == 0.0  # held by the branch
+    assert abs(slope[names.index("m")]) > 1e-3  # the test can tell a slope from none
 
 
-def test_the_first_step_from_a_point_near_a_pitchfork_follows_the_tangent(omega_01, monkeypatch):
+def test_the_first_step_from_a_point_near_a_pitchfork_follows_the_tangent(omega_01, retuned, monkeypatch):
     """From the point at alpha = 0.1, where m = 0.036 grows like sqrt(alpha - 0.09), the first step
     predicted along the tangent stays on the branch; predicted from the point's own values (no
     tangent), it falls onto the agnostic point and the piece ends in a false merger."""
@@ -68,15 +76,17 @@ def test_the_first_step_from_a_point_near_a_pitchfork_follows_the_tangent(omega_
     branch = omega_01.branch("positional")
 
     def trace(solver):
-        def only_at_01(alpha: float):
-            return solver.anchor(alpha, branch) if alpha == 0.1 else solver.symmetric_point(alpha)
+        search = AnchorSearch(solver)
 
-        return trace_branch(solver, branch, grid, anchor=only_at_01, max_anchors=2)
+        def only_at_01(alpha: float, branch):
+            return search(alpha, branch) if alpha == 0.1 else search.symmetric_point(alpha)
 
-    followed = trace(omega_01.renewed())
+        return trace_branch(solver, branch, grid, anchor=only_at_01)
+
+    followed = trace(retuned(omega_01, continuation={"max_anchors": 2}))
     assert _positional_alphas(followed) == set(grid)
     assert [p["m"] for p in sorted(followed.points, key=lambda p: p.alpha)] == sorted(p["m"] for p in followed.points)
-    without = omega_01.renewed()
+    without = retuned(omega_01, continuation={"max_anchors": 2})
     monkeypatch.setattr(without, "tangent", lambda point, branch: None)
     lost = trace(without)
     assert _positional_alphas(lost) == {0.1}

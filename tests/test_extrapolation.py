@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnphase.saddle.extrapolation import lagrange
+from attnphase.saddle.search.extrapolation import lagrange
 
 
 def test_three_points_reproduce_a_parabola_and_two_a_line_anywhere():

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnphase.experiments.finite_model import FiniteModel, block_sizes, sign_pattern
-from attnphase.experiments.simulation import (
+from attnphase.experiments.training import (
     SimulationSettings,
     generator,
     initial_weights,
@@ -174,6 +174,7 @@ CASES = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_the_paper_s_runs_are_those_of_the_paper_only_simulator(case):
     """Equal up to rounding (the attention is now the declaration's expression, not ``torch.softmax``),

@@ -13,12 +13,15 @@ from attnphase.replica.declaration import (
     paper_model,
 )
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.branches import Branch, branches_of
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.saddle_map import declared_start_count, first_direction_split, residual_norm
-from attnphase.saddle.scan import make_solver
-from attnphase.saddle.settings import ProxSettings, SolverSettings
-from attnphase.saddle.symmetry import Fold
+from attnphase.saddle.equations.residual import residual_norm
+from attnphase.saddle.geometry.branches import Branch, branches_of
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.prox.policy import Effort, declared_start_count, first_direction_split
+from attnphase.saddle.prox.symmetry import Fold
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch, generic_guess
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.tuning import Tuning
 from attnphase.saddle.validation import ParameterError
 
 
@@ -26,21 +29,20 @@ def all_points(traces):
     return [p for trace in traces.values() for p in trace.points]
 
 
+@pytest.mark.slow
 def test_every_reported_fixed_point_satisfies_its_equations_on_the_unfolded_rule(paper_solver, reference_traces):
     """Checked by another route than the one that found them: one evaluation of F on the whole rule
     (no symmetry fold, no warm start, every prox start), max |F(x) - x| / (1 + |x|) <= 1e-8 over the
     free order parameters, and the equations of those a branch holds at zero satisfied to rounding
     (its subspace is invariant under the sign-symmetric Gauss-Hermite rule)."""
     settings = paper_solver.settings
-    plain = make_solver(
-        paper_model(),
-        dataclasses.replace(settings, fold_symmetries=False, prox=dataclasses.replace(settings.prox, warm_start=False)),
-    )
+    cold = settings.tuning.replaced(prox={"warm_start": False})
+    plain = make_solver(paper_model(), dataclasses.replace(settings, fold_symmetries=False, tuning=cold))
     points = [p for p in all_points(reference_traces) if p.converged]
     assert len(points) >= 10
     for point in points:
-        updated = plain.map.evaluate(point.values, point.alpha).updated
-        free = plain.overlaps.free_mask(plain.branch(point.branch))
+        updated = plain.problem.map.evaluate(point.values, point.alpha).updated
+        free = plain.problem.layout.free_mask(plain.branch(point.branch))
         assert residual_norm(point.values[free], updated[free]) <= 1e-8, (point.branch, point.alpha)
         assert np.all(np.abs(updated[~free]) <= 1e-12), (point.branch, point.alpha)
 
@@ -65,7 +67,7 @@ def test_branch_ends_are_classified_and_no_point_is_kept_off_its_branch(referenc
 
 def test_training_loss_equals_the_energy(reference_traces):
     """eps_t = -Phi equals alpha E[l(prox, h*)] + lambda/2 ||Q||^2/d (THEORY.md sec. 5), both on
-    the quadrature rule (the reported eps_t adds the kink correction of saddle/line_correction.py,
+    the quadrature rule (the reported eps_t adds the kink correction of saddle/quadrature/kinks.py,
     whose accuracy tests/test_quadrature.py measures)."""
     for p in all_points(reference_traces):
         assert p.energy == pytest.approx(p.train_loss - p.line_correction, rel=1e-6)
@@ -73,9 +75,9 @@ def test_training_loss_equals_the_energy(reference_traces):
 
 def test_regulariser_energy_is_lambda_q_over_two_sigma_squared(reference_traces, paper_solver):
     """For isotropic tokens ||Q||^2/d = q/sigma^2, so E[R]/d = lambda q / (2 sigma^2)."""
-    compiled = paper_solver.compiled
+    compiled = paper_solver.problem.compiled
     for p in all_points(reference_traces):
-        regulariser = float(compiled.regulariser(p.conjugates, paper_solver.consts))
+        regulariser = float(compiled.regulariser(p.conjugates, paper_solver.problem.consts))
         assert regulariser == pytest.approx(0.01 * p["q"] / (2 * 0.25), rel=1e-7)  # q solves its equation to 1e-8
 
 
@@ -89,11 +91,12 @@ def test_envelope_and_integration_by_parts_forms_agree(paper_solver, reference_t
     branch = solver.branch(name)
     start = min(reference_traces[name].points, key=lambda p: abs(p.alpha - alpha))
     point, _ = solver.solve(alpha, branch, initial=start.values)
-    z, _, _ = solver.map.prox(point.values)
-    c = solver.compiled
-    envelope = c.energetic(z, solver.map.nodes, solver.map.weights, point.values, solver.consts)[2:]
-    score = c.score(z, solver.map.nodes, solver.map.weights, point.values, solver.consts)[2:]
-    free = solver.overlaps.free_mask(branch)
+    problem = solver.problem
+    z, _, _ = problem.engine(point.values, Effort.FULL)[:3]
+    c, m = problem.compiled, problem.map
+    envelope = c.energetic(z, m.nodes, m.weights, point.values, problem.consts)[2:]
+    score = c.score(z, m.nodes, m.weights, point.values, problem.consts)[2:]
+    free = problem.layout.free_mask(branch)
     scale = np.abs(score[free]).max()
     np.testing.assert_allclose(envelope[free], score[free], atol=0.02 * scale)
 
@@ -102,11 +105,21 @@ def test_more_prox_starts_change_nothing(paper_solver, reference_traces):
     """The multi-start prox is global: more start directions leave F unchanged (to the
     prox's own convergence, well below the fixed-point tolerance 1e-8)."""
     point = reference_traces["positional"].points[-1]
-    base = paper_solver.map.evaluate(point.values, point.alpha)
-    many = make_solver(paper_model(), SolverSettings(prox=ProxSettings(extra_directions=8, seed=3)))
-    other = many.map.evaluate(point.values, point.alpha)
+    base = paper_solver.problem.map.evaluate(point.values, point.alpha)
+    many = make_solver(paper_model(), SolverSettings(seed=3, tuning=Tuning().replaced(prox={"extra_directions": 8})))
+    other = many.problem.map.evaluate(point.values, point.alpha)
     np.testing.assert_allclose(other.updated, base.updated, rtol=1e-8, atol=1e-14)
     assert other.mean_envelope == pytest.approx(base.mean_envelope, rel=1e-12)
+
+
+def _full_starts(solver, point):
+    """The prox engine of ``solver``, the nodes it computes the prox on at ``point`` (its fold's
+    representatives), the kernel point there and the full starts at those nodes."""
+    engine = solver.problem.engine
+    params = solver.problem.geometry.kernel_point(point.values)
+    fold = engine.fold(params)
+    nodes = solver.problem.map.nodes if fold is None else fold.nodes
+    return engine, nodes, params, engine.policy.starts(nodes, params, Effort.FULL, None)
 
 
 def _assert_each_start_alone_agrees(solver, point) -> int:
@@ -114,13 +127,9 @@ def _assert_each_start_alone_agrees(solver, point) -> int:
     starts refined each in a call of its own (where no start can stop at a minimum another one found):
     the same value, and a minimiser one of the starts reaches alone with that value (at a node on a
     mirror plane, images of one minimum tie). Returns the number of starts."""
-    m = solver.map
-    params = m.overlaps.kernel_point(point.values)
-    fold = m.fold(params)
-    nodes = m.nodes if fold is None else fold.nodes
-    starts = m._starts(nodes, params, True, m.overlaps.zero_pattern(params))
-    z, value, _ = m.prox_from(nodes, params, starts)
-    alone = [m.prox_from(nodes, params, starts[s : s + 1]) for s in range(len(starts))]
+    engine, nodes, params, starts = _full_starts(solver, point)
+    z, value, _ = engine.from_starts(nodes, params, starts)[:3]
+    alone = [engine.from_starts(nodes, params, starts[s : s + 1])[:3] for s in range(len(starts))]
     values = np.stack([v for _, v, _ in alone])
     np.testing.assert_allclose(value, values.min(axis=0), rtol=1e-12, atol=1e-15)
     lowest = values <= values.min(axis=0) + 1e-12 * np.abs(values.min(axis=0)) + 1e-15
@@ -132,74 +141,82 @@ def _assert_each_start_alone_agrees(solver, point) -> int:
 @pytest.mark.parametrize("branch", ["positional", "semantic", "agnostic"])
 def test_a_start_that_stops_at_a_minimum_found_before_changes_no_prox(paper_solver, reference_traces, branch):
     """A prox start whose iterate reaches a minimum an earlier start ended in stops there
-    (saddle/kernels.py ``refine``), and the prox is still the best of the starts refined one at a time."""
+    (saddle/compilation/templates.py ``refine``), and the prox is still the best of the starts refined one at a time."""
     point = reference_traces[branch].points[len(reference_traces[branch].points) // 2]
     _assert_each_start_alone_agrees(paper_solver, point)
 
 
+@pytest.mark.slow
 def test_in_three_prox_coordinates_a_start_that_stops_early_changes_no_prox(three_token_model):
     """As above, with the three-token declaration's random starts (three prox coordinates)."""
     rule = GaussHermite(5)
     solver = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
-    point = solver.anchor(2.0, solver.branch("agnostic"))
+    point = AnchorSearch(solver)(2.0, solver.branch("agnostic"))
     assert _assert_each_start_alone_agrees(solver, point) > 8
 
 
+@pytest.mark.slow
 def test_random_prox_starts_are_added_beyond_two_prox_coordinates(paper_solver, three_token_model):
     """The paper's prox has two coordinates and no random starts; three tokens have three, and three
     random start directions by default."""
     rule = GaussHermite(5)
     three = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
-    assert paper_solver.compiled.prox_dimension == 2 and len(paper_solver.map._directions) == 0
-    assert three.compiled.prox_dimension == 3 and len(three.map._directions) == 3
-    declared_only = make_solver(three_token_model, SolverSettings(prox=ProxSettings(extra_directions=0)))
-    assert len(declared_only.map._directions) == 0
+    assert paper_solver.problem.compiled.prox_dimension == 2 and len(paper_solver.problem.engine.policy.directions) == 0
+    assert three.problem.compiled.prox_dimension == 3 and len(three.problem.engine.policy.directions) == 3
+    declared = Tuning().replaced(prox={"extra_directions": 0})
+    declared_only = make_solver(three_token_model, SolverSettings(tuning=declared))
+    assert len(declared_only.problem.engine.policy.directions) == 0
 
 
-def _three_token_solver(model, **prox):
+def _three_token_solver(model, seed: int = 0, **prox):
+    """The three-token declaration on Gauss-Hermite 8 with the prox tuning's ``prox`` fields replaced,
+    its random start directions drawn with ``seed``."""
     rule = GaussHermite(8)
-    return make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule, prox=ProxSettings(**prox)))
+    tuning = Tuning().replaced(prox=prox)
+    return make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule, seed=seed, tuning=tuning))
 
 
+@pytest.mark.slow
 def test_in_three_prox_coordinates_the_random_starts_find_lower_minima_and_more_change_nothing(three_token_model):
     """At the agnostic point of the three-token declaration at alpha = 2 the declared starts alone
     miss lower minima at some nodes: ``E[M*]`` is lower and ``F`` moves with the default random
     starts. Twelve directions with another seed give the default's ``F`` to the prox's convergence."""
     default = _three_token_solver(three_token_model)
-    point = default.anchor(2.0, default.branch("agnostic"))
+    point = AnchorSearch(default)(2.0, default.branch("agnostic"))
     assert point.converged and point.branch == "agnostic"
-    found = default.map.evaluate(point.values, point.alpha)
-    declared = _three_token_solver(three_token_model, extra_directions=0).map.evaluate(point.values, point.alpha)
+    found = default.problem.map.evaluate(point.values, point.alpha)
+    declared_only = _three_token_solver(three_token_model, extra_directions=0)
+    declared = declared_only.problem.map.evaluate(point.values, point.alpha)
     assert found.mean_envelope < declared.mean_envelope - 1e-14
     assert np.abs(found.updated - declared.updated).max() > 1e-9
-    many = _three_token_solver(three_token_model, extra_directions=12, seed=7).map.evaluate(point.values, point.alpha)
+    many_solver = _three_token_solver(three_token_model, extra_directions=12, seed=7)
+    many = many_solver.problem.map.evaluate(point.values, point.alpha)
     np.testing.assert_allclose(many.updated, found.updated, rtol=1e-9, atol=1e-12)
     assert many.mean_envelope == pytest.approx(found.mean_envelope, rel=1e-13)
-    _assert_random_starts_run_only_where_needed(default.map, point)
+    _assert_random_starts_run_only_where_needed(default, point)
 
 
-def _assert_random_starts_run_only_where_needed(m, point) -> None:
-    """The thorough prox (:meth:`SaddleMap._multistart`) runs the first random direction's shifts at every
+def _assert_random_starts_run_only_where_needed(solver, point) -> None:
+    """The full prox (:meth:`GlobalMinimum.minimise`) runs the first random direction's shifts at every
     node and the other directions' only where those and the declared starts end in two or more minima or
     none, and equals, node by node, the prox with every start at every node; here the random starts lower
     the prox at some node, and the other directions run at under a fifth of the nodes."""
-    params = m.overlaps.kernel_point(point.values)
-    fold = m.fold(params)
-    nodes = m.nodes if fold is None else fold.nodes
-    starts = m._starts(nodes, params, True, m.overlaps.zero_pattern(params))
-    _, value, _, _ = m._multistart(nodes, params, starts, m.settings.prox.gradient_tolerance)
-    _, everywhere, _ = m.prox_from(nodes, params, starts)
+    engine, nodes, params, starts = _full_starts(solver, point)
+    policy = engine.policy
+    _, value, _, _ = policy.minimise(nodes, params, starts, solver.tuning.prox.gradient_tolerance, Effort.FULL)
+    _, everywhere, _ = engine.from_starts(nodes, params, starts)[:3]
     np.testing.assert_allclose(value, everywhere, rtol=1e-13, atol=1e-15)
-    declared = declared_start_count(len(starts), len(m._directions))
-    _, alone, _ = m.prox_from(nodes, params, starts[:declared])
+    declared = declared_start_count(len(starts), len(policy.directions))
+    _, alone, _ = engine.from_starts(nodes, params, starts[:declared])[:3]
     assert np.any(alone > everywhere + 1e-12)
-    first, _ = first_direction_split(len(starts), len(m._directions))
-    _, _, _, minima = m._minimised(nodes, params, starts[first])
+    first, _ = first_direction_split(len(starts), len(policy.directions))
+    _, _, _, minima = engine.from_starts(nodes, params, starts[first])
     assert np.mean(np.isfinite(minima[:, 0, :]).sum(axis=0) != 1) < 0.2
 
 
+@pytest.mark.slow
 def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random_starts(three_token_model, monkeypatch):
-    """A thorough evaluation a difference step away from a point, started from the point's minima,
+    """A full evaluation a difference step away from a point, started from the point's minima,
     their mirror images and the declared starts (``around``) instead of the random directions, has the
     prox of every start: at the agnostic point of the three-token declaration at alpha = 1, each overlap
     entry moved by the stability's step (1e-2 of its bound) has every node's ``M*`` of the full start
@@ -207,52 +224,57 @@ def test_a_move_off_a_point_finds_its_minima_from_the_points_prox_without_random
     are from the point's lowest minimum alone without its mirror images where the move of theta
     breaks the tokens' symmetries (the other minima and the images each carry the mirror minima)."""
     solver = _three_token_solver(three_token_model)
-    point = solver.anchor(1.0, solver.branch("agnostic"))
+    search = AnchorSearch(solver)
+    point = search(1.0, solver.branch("agnostic"))
     assert point.converged and point.branch == "agnostic"
     declared = _three_token_solver(three_token_model, extra_directions=0)
-    centre = solver.map.evaluate(point.values, point.alpha)
-    bounds = solver.overlaps.overlap_bounds(point.values)
+    saddle_map, layout = solver.problem.map, solver.problem.layout
+    centre = saddle_map.evaluate(point.values, point.alpha)
+    bounds = solver.problem.geometry.overlap_bounds(point.values)
     missed: dict[str, tuple[float, float]] = {}
-    for i, (name, family) in enumerate(zip(solver.names, solver.families, strict=True)):
+    for i, (name, family) in enumerate(zip(layout.names, layout.families, strict=True)):
         if family not in ("m", "theta"):
             continue
         assert bounds[i] > 0
         moved = point.values + 1e-2 * bounds[i] * np.eye(point.values.size)[i]
-        every = solver.map.evaluate(moved, point.alpha)
-        near = solver.map.evaluate(moved, point.alpha, around=centre)
+        every = saddle_map.evaluate(moved, point.alpha)
+        near = saddle_map.evaluate(moved, point.alpha, around=centre)
         np.testing.assert_allclose(near.envelope_values, every.envelope_values, rtol=0, atol=1e-12)
         np.testing.assert_allclose(near.updated, every.updated, rtol=1e-9, atol=1e-12)
-        without_prox = declared.map.evaluate(moved, point.alpha).envelope_values - every.envelope_values
+        without_prox = declared.problem.map.evaluate(moved, point.alpha).envelope_values - every.envelope_values
         lowest = dataclasses.replace(centre, minima=centre.minima[:1])
         with monkeypatch.context() as patch:
             patch.setattr(Fold, "images", lambda _fold, _z: [])
-            unmirrored = solver.map.evaluate(moved, point.alpha, around=lowest).envelope_values - every.envelope_values
+            unmirrored = saddle_map.evaluate(moved, point.alpha, around=lowest).envelope_values - every.envelope_values
         missed[name] = (without_prox.max(), unmirrored.max())
     assert max(declared_only for declared_only, _ in missed.values()) > 1e-10
     assert missed["theta"][1] > 1e-10
     with pytest.raises(ValueError, match="around"):
-        solver.coarse().map.evaluate(point.values, point.alpha, around=centre)
-    quick = solver.map.evaluate(point.values, point.alpha, thorough=False)
+        search.coarse().solver.problem.map.evaluate(point.values, point.alpha, around=centre)
+    quick = saddle_map.evaluate(point.values, point.alpha, Effort.QUICK)
     with pytest.raises(ValueError, match="every prox start"):
-        solver.map.evaluate(point.values, point.alpha, around=quick)
+        saddle_map.evaluate(point.values, point.alpha, around=quick)
 
 
 def test_symmetric_subspaces_are_invariant(paper_solver, reference_traces):
     """The zero overlaps of a branch stay zero under F to rounding (exact symmetry)."""
     for name, zero in (("positional", "theta"), ("semantic", "m"), ("agnostic", "theta")):
         point = reference_traces[name].points[0]
-        updated = paper_solver.map.evaluate(point.values, point.alpha).updated
-        assert abs(updated[paper_solver.names.index(zero)]) < 1e-12
+        updated = paper_solver.problem.map.evaluate(point.values, point.alpha).updated
+        assert abs(updated[paper_solver.problem.layout.index(zero)]) < 1e-12
 
 
 def test_a_renewed_solver_computes_what_a_new_one_does_whatever_was_solved_before(paper_solver, reference_traces):
     """What a renewed solver finds depends only on what it is asked: not on the warm prox starts and
-    cached points of the solves before (here every reference trace), so a resumed scan is exact."""
+    cached points of the solves before (here every reference trace, on copies of it that share its
+    memory of full proxes, and a solve from each trace's nearest point on it), so a resumed scan is exact."""
     new = make_solver(paper_model(), SolverSettings())
     for name, alpha in (("semantic", 1.7), ("positional", 1.3)):
         branch = paper_solver.branch(name)
-        renewed = paper_solver.renewed().anchor(alpha, branch)
-        afresh = new.renewed().anchor(alpha, branch)
+        nearest = min(reference_traces[name].converged(), key=lambda p: abs(p.alpha - alpha))
+        paper_solver.solve(alpha, branch, initial=nearest.values)  # warm prox starts on the solver
+        renewed = AnchorSearch(paper_solver.renewed())(alpha, branch)
+        afresh = AnchorSearch(new.renewed())(alpha, branch)
         assert renewed.converged and renewed.branch == name
         assert np.array_equal(renewed.values, afresh.values) and renewed.residual == afresh.residual
 
@@ -271,7 +293,7 @@ def test_a_misleading_carried_jacobian_is_replaced_by_a_fresh_estimate(paper_sol
         return np.tanh(matrix @ (x - root))
 
     x, jacobian = paper_solver.roots(residual, np.zeros(n), jacobian=-matrix)
-    assert np.abs(residual(x)).max() <= paper_solver.settings.tolerance
+    assert np.abs(residual(x)).max() <= paper_solver.tuning.roots.tolerance
     assert jacobian is not None
     assert len(evaluations) <= 36  # 46 when the carried estimate is only corrected by Broyden's updates
 
@@ -279,18 +301,20 @@ def test_a_misleading_carried_jacobian_is_replaced_by_a_fresh_estimate(paper_sol
 def test_alpha_must_be_positive(paper_solver):
     for alpha in (0.0, -1.0, float("nan")):
         with pytest.raises(ParameterError, match="alpha must be"):
-            paper_solver.solve(alpha, paper_solver.branch("semantic"), initial=paper_solver.generic_guess())
+            paper_solver.solve(alpha, paper_solver.branch("semantic"), initial=generic_guess(paper_solver))
 
 
+@pytest.mark.slow
 def test_three_token_model_has_converged_fixed_points(three_token_model):
     """The machinery is not specific to the paper's instance: L = 3, two positional directions."""
     solver = make_solver(three_token_model, SolverSettings(quadrature=GaussHermite(5), test_quadrature=GaussHermite(5)))
     assert [b.name for b in solver.branches] == ["agnostic", "semantic", "positional", "mixed"]
+    search = AnchorSearch(solver)
     for name in ("agnostic", "semantic"):
-        point = solver.anchor(2.0, solver.branch(name))
+        point = search(2.0, solver.branch(name))
         assert point.converged and point.branch == name
         assert point.energy == pytest.approx(point.train_loss - point.line_correction, rel=1e-6)
-    assert solver.compiled.dimension == 6
+    assert solver.problem.compiled.dimension == 6
 
 
 def test_every_requested_alpha_has_a_point_or_a_reason(reference_traces, reference):

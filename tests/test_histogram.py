@@ -202,6 +202,7 @@ def test_command_defaults_match_the_settings_defaults():
         assert parameters[option].default == getattr(defaults, field), option
 
 
+@pytest.mark.slow
 def test_command_writes_table_figure_and_run_record(tmp_path):
     out = tmp_path / "run"
     arguments = ["histogram", "--out", str(out), "--seed", "3", "--n-train", "256", "--n-test", "128"]

@@ -17,11 +17,14 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.arclength import AlphaParameter, ArclengthPath, _Bordered
-from attnphase.saddle.landscape import ConstrainedSolver, _ConstrainedResidual
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.saddle_map import MemoisedMap, ScaledResidual
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.equations.residual import ScaledResidual
+from attnphase.saddle.equations.saddle_map import MemoisedMap
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.search.arclength import AlphaParameter, ArclengthPath, _Bordered
+from attnphase.saddle.search.constrained import ConstrainedResidual, ConstrainedSolver
 from attnphase.saddle.settings import SolverSettings
 
 SETTINGS = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12))
@@ -53,12 +56,14 @@ def assert_close_to_differences(exact: np.ndarray, differences: np.ndarray, tole
 
 def converged_points(solver, alpha):
     """The converged anchor of every branch at ``alpha`` (at least two, among them a non-symmetric one)."""
-    points = [solver.anchor(alpha, branch) for branch in solver.branches]
-    points = [p for p in points if p.converged and not solver.overlaps.vanishes(p.values)]
-    assert len(points) >= 2 and any(p.branch != solver.most_symmetric.name for p in points)
+    search = AnchorSearch(solver)
+    points = [search(alpha, branch) for branch in solver.branches]
+    points = [p for p in points if p.converged and not solver.problem.geometry.vanishes(p.values)]
+    assert len(points) >= 2 and any(p.branch != solver.branches[0].name for p in points)
     return points
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("omega", "sigma", "lam", "A", "alpha"), SETTINGS_GRID)
 def test_the_map_jacobian_equals_central_differences_of_the_map(omega, sigma, lam, A, alpha):
     """``dF/dx`` (all prox starts) at every converged anchor against central differences of ``F``, in
@@ -68,11 +73,11 @@ def test_the_map_jacobian_equals_central_differences_of_the_map(omega, sigma, la
     solver = make_solver(paper_model(omega=omega, sigma=sigma, lam=lam, A=A), SETTINGS)
     for point in converged_points(solver, alpha):
         for form, tolerance in (("score", 1e-5), ("envelope", 2e-3)):
-            evaluate = MemoisedMap(solver.in_form(form).map, alpha, thorough=True)
+            evaluate = MemoisedMap(solver.in_form(form).problem.map, alpha, Effort.FULL)
             exact = evaluate.jacobian(point.values)
             differences = central_differences(lambda x, ev=evaluate: ev(x).updated, point.values)
             if form == "envelope":
-                free = np.ix_(*[solver.overlaps.free_mask(solver.branch(point.branch))] * 2)
+                free = np.ix_(*[solver.problem.layout.free_mask(solver.branch(point.branch))] * 2)
                 exact, differences = exact[free], differences[free]
             assert_close_to_differences(exact, differences, tolerance, f"{form} {point.branch}")
 
@@ -82,15 +87,16 @@ def test_the_alpha_derivative_and_the_scaled_residual_equal_their_differences():
     Newton's method steps with) against central differences of the residual itself, on the free entries
     of a positional point (theta held at zero)."""
     solver = make_solver(paper_model(omega=0.2), SETTINGS)
-    point = solver.anchor(1.0, solver.branch("positional"))
+    point = AnchorSearch(solver)(1.0, solver.branch("positional"))
     assert point.converged and point.branch == "positional"
     h = 1e-6
-    maps = {a: MemoisedMap(solver.map, a, thorough=True) for a in (point.alpha - h, point.alpha, point.alpha + h)}
-    drift = solver.map.alpha_derivative(maps[point.alpha](point.values), point.alpha)
+    saddle_map = solver.problem.map
+    maps = {a: MemoisedMap(saddle_map, a, Effort.FULL) for a in (point.alpha - h, point.alpha, point.alpha + h)}
+    drift = saddle_map.alpha_derivative(maps[point.alpha](point.values), point.alpha)
     difference = (maps[point.alpha + h](point.values).updated - maps[point.alpha - h](point.values).updated) / (2 * h)
     assert_close_to_differences(drift, difference, 1e-6, "dF/dalpha")
-    free = solver.overlaps.free_mask(solver.branch("positional"))
-    residual = ScaledResidual(maps[point.alpha], free, point.values)
+    free = solver.problem.layout.free_mask(solver.branch("positional"))
+    residual = ScaledResidual(maps[point.alpha], free, point.values, solver.tuning.roots.outside_domain)
     x = point.values[free]
     assert_close_to_differences(residual.jacobian(x), central_differences(residual, x), 1e-5, "scaled residual")
 
@@ -99,13 +105,14 @@ def test_the_constrained_equations_jacobian_equals_their_differences():
     """The constrained system (m and theta held off any fixed point; unknowns q, V and the two
     multipliers) against central differences of its equations."""
     solver = make_solver(paper_model(), SETTINGS)
-    point = solver.anchor(1.25, solver.branch("positional"))
+    point = AnchorSearch(solver)(1.25, solver.branch("positional"))
     constrained = ConstrainedSolver(solver, ("m", "theta"))
     held = np.array([0.8 * point["m"], 0.05])
-    start = constrained._params(point.values[constrained.free], held, point.values)
-    multipliers = solver.map.evaluate(start, 1.25, thorough=False).conjugates[constrained.fixed_index]
+    start = constrained.params(point.values[constrained.free], held, point.values)
+    saddle_map = solver.problem.map
+    multipliers = saddle_map.evaluate(start, 1.25, Effort.QUICK).conjugates[constrained.fixed_index]
     unknowns = np.concatenate([start[constrained.free], multipliers])
-    residual = _ConstrainedResidual(constrained, MemoisedMap(solver.map, 1.25, thorough=True), held, start)
+    residual = ConstrainedResidual(constrained, MemoisedMap(saddle_map, 1.25, Effort.FULL), held, start)
     exact = residual.jacobian(unknowns)
     assert exact is not None
     assert_close_to_differences(exact, central_differences(residual, unknowns), 1e-5, "constrained")
@@ -115,25 +122,26 @@ def test_the_bordered_arclength_jacobian_equals_its_differences():
     """Arclength's corrector system in (free entries, alpha) between two semantic points."""
     solver = make_solver(paper_model(), SETTINGS)
     branch = solver.branch("semantic")
-    first = solver.anchor(1.5, branch)
+    first = AnchorSearch(solver)(1.5, branch)
     second, _ = solver.solve(1.6, branch, initial=first.values)
     assert first.converged and second.converged
     path = ArclengthPath(branch, [(first.values, 1.5), (second.values, 1.6)], AlphaParameter(solver))
     tangent, length = path.secant()
     predicted = path.points[-1] + 0.5 * length * tangent / path.weights
-    bordered = _Bordered(path, True, tangent, predicted)
+    bordered = _Bordered(path, Effort.FULL, tangent, predicted)
     exact = bordered.jacobian(predicted)
     assert exact is not None
     assert_close_to_differences(exact, central_differences(bordered, predicted), 1e-5, "bordered")
 
 
+@pytest.mark.slow
 def test_the_jacobian_on_a_three_token_declaration(three_token_model):
     """Nothing is specific to the paper: L = 3 tokens, two positional directions (five order
     parameters, six Gaussian dimensions: Gauss-Hermite 5), score form, at a semantic point."""
     rule = GaussHermite(5)
     solver = make_solver(three_token_model, SolverSettings(quadrature=rule, test_quadrature=rule))
-    point = solver.anchor(2.0, solver.branch("semantic"))
+    point = AnchorSearch(solver)(2.0, solver.branch("semantic"))
     assert point.converged and point.branch == "semantic"
-    evaluate = MemoisedMap(solver.map, 2.0, thorough=True)
+    evaluate = MemoisedMap(solver.problem.map, 2.0, Effort.FULL)
     differences = central_differences(lambda x: evaluate(x).updated, point.values)
     assert_close_to_differences(evaluate.jacobian(point.values), differences, 1e-5, point.branch)

@@ -1,4 +1,4 @@
-"""The linear algebra inside the prox's Newton steps (saddle/kernels.py): allocation-free, so it runs in
+"""The linear algebra inside the prox's Newton steps (saddle/compilation/templates.py): allocation-free, so it runs in
 the compiled prox without heap traffic, and equal to LAPACK's answer. The templates are plain Python,
 so they are checked here as they are, against numpy, on random symmetric matrices of the sizes the
 variants have (``L r`` from 3 to 6 prox coordinates)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnphase.saddle import kernels
+from attnphase.saddle.compilation import templates as kernels
 
 
 def _symmetric(rng: np.random.Generator, k: int, definite: bool) -> np.ndarray:

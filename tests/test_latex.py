@@ -77,7 +77,14 @@ MODELS = {
 }
 
 
-@pytest.fixture(scope="module", params=list(MODELS))
+#: The declarations whose derivation takes longest (rank 2, the mixture) run in the full suite only.
+SLOW_MODELS = ("rank_two", "mixture", "three_tokens")
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(name, marks=pytest.mark.slow) if name in SLOW_MODELS else name for name in MODELS],
+)
 def case(request):
     system = derive(MODELS[request.param]())
     return request.param, system, system.equations_document()
@@ -166,6 +173,7 @@ def document_values(system, document, values: dict[sp.Symbol, float]) -> dict[sp
 # --------------------------------------------------------------------------- rendering
 
 
+@pytest.mark.slow
 def test_every_equation_renders_with_mathtext(case):
     """Malformed LaTeX (or anything mathtext cannot typeset, e.g. matrix environments) fails."""
     _, _, document = case
@@ -221,6 +229,7 @@ def test_energetic_equations_are_the_conjugate_updates_with_the_chain_rule_integ
         assert equation.rhs == expected
 
 
+@pytest.mark.slow
 def test_chain_rule_integrands_equal_the_derived_energetic_integrands(case):
     """``sum_l (dM/domega_l)(domega_l/dX) + sum_l (dl/dh*_l)(dh*_l/dX) + explicit`` at z* = z, with the
     fields and the derivative of the declared loss substituted, is ``system.energetic_integrands[X]``

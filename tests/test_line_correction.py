@@ -1,4 +1,4 @@
-"""The kink correction of Gauss-Hermite along lines (saddle/line_correction.py), on a toy
+"""The kink correction of Gauss-Hermite along lines (saddle/quadrature/kinks.py), on a toy
 envelope with a known kink and against independent integrals; its effect on the paper's
 model is measured in tests/test_quadrature.py."""
 
@@ -9,8 +9,8 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from attnphase.saddle.line_correction import LineCorrection
-from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.quadrature.kinks import LineCorrection
+from attnphase.saddle.quadrature.rules import GaussHermite
 
 TILT = 0.4
 

@@ -20,8 +20,9 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import derive
 from attnphase.replica.variants import variant
-from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol, with_labels
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol, with_labels
+from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
 
 TWO_CLUSTERS = {
@@ -73,6 +74,7 @@ def test_independent_labels_are_the_product_of_the_cluster_weights():
         GaussianMixtureTokens.independent(2, ((0.25, 0.5),), ((0.0,), (1.0,)), (0.25, 0.5))
 
 
+@pytest.mark.slow
 def test_labels_are_nodes_with_the_law_as_weights():
     """``Psi_out = sum_c P_c Psi_out(c)``: one indicator per (token, cluster) it takes, and a rule that is
     the product of the Gaussian rule with the label law."""
@@ -101,6 +103,7 @@ def test_a_one_component_mixture_is_the_gaussian_model():
     assert derive(model).envelope == derive(paper_model()).envelope
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sigma", "branch", "alpha"), [(0.6, "semantic", 1.5), (0.5, "positional", 0.8)])
 def test_identical_clusters_under_a_correlated_label_law_are_the_gaussian_model(sigma, branch, alpha):
     """Two clusters of the same spectrum and mean zero, under a correlated label law: four label
@@ -109,14 +112,15 @@ def test_identical_clusters_under_a_correlated_label_law_are_the_gaussian_model(
     same = mixture(variances=((sigma**2, sigma**2),), weights=(1.0,), means=((0.0,), (0.0,)))
     model = dataclasses.replace(paper_model(sigma=sigma), tokens=same)
     solver, reference = make_solver(model), make_solver(paper_model(sigma=sigma))
-    assert solver.map.nodes.shape[1] == 4 * reference.map.nodes.shape[1]
-    first, second = (s.anchor(alpha, s.branch(branch)) for s in (solver, reference))
+    assert solver.problem.map.nodes.shape[1] == 4 * reference.problem.map.nodes.shape[1]
+    first, second = (AnchorSearch(s)(alpha, s.branch(branch)) for s in (solver, reference))
     assert first.converged and second.converged and first.branch == second.branch == branch
     np.testing.assert_allclose(first.values, second.values, rtol=1e-8, atol=1e-12)
     assert first.row()["train_loss"] == pytest.approx(second.row()["train_loss"], rel=1e-9)
     assert first.row()["line_correction"] == pytest.approx(second.row()["line_correction"], rel=1e-6, abs=1e-14)
 
 
+@pytest.mark.slow
 def test_one_label_configuration_is_tokens_with_their_clusters_covariances():
     """Labels fixed at (cluster 2, cluster 1): the Gaussian model whose tokens have those clusters'
     spectra, equation for equation."""
@@ -157,6 +161,7 @@ def test_the_simulator_draws_labels_from_the_law_and_tokens_from_their_clusters(
     assert finite.measured_names() == ("q_1", "q_2", "m_1", "m_2", "theta_1", "theta_2")
 
 
+@pytest.mark.slow
 def test_a_relabelling_symmetric_mixture_converges_on_a_rule_without_nodes_on_its_ties():
     """Equally likely clusters with swapped spectra: at the agnostic point the two clusters are
     interchangeable, so in the mixed label configurations the prox is degenerate (two minimisers swapped
@@ -166,12 +171,13 @@ def test_a_relabelling_symmetric_mixture_converges_on_a_rule_without_nodes_on_it
     model = variant("mixture").model({"share_1": 0.5})
     rule = ScrambledSobol(13, 0)
     solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
-    point = solver.anchor(1.0, solver.branch("agnostic"))
+    point = AnchorSearch(solver)(1.0, solver.branch("agnostic"))
     assert point.residual < 1e-8 and point.branch == "agnostic"
     values = dict(zip(point.names, point.values, strict=True))
     assert values["q_1"] == pytest.approx(values["q_2"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_the_equations_of_a_mixture_list_its_label_law():
     document = derive(variant("mixture").model()).equations_document()
     assert [str(eq.lhs) for eq in document.section("labels")] == [
@@ -185,20 +191,19 @@ def test_the_equations_of_a_mixture_list_its_label_law():
     assert not derive(paper_model()).equations_document().section("labels")
 
 
+@pytest.mark.slow
 def test_a_rounding_residue_of_an_overlap_does_not_cost_the_fold_its_symmetry():
     """On the mixture's positional branch the overlap with the cluster means, m_2, is held at zero by the
     tokens' swap (which flips it), up to the rounding residue the iterations leave; the fold treats an
     entry that small as zero and keeps the swap, as at m_2 = 0 exactly."""
     solver = make_solver(variant("mixture").model())
-    names = [e.name for e in solver.compiled.system.entries]
+    names = [e.name for e in solver.problem.compiled.system.entries]
+    fold = solver.problem.engine.fold
     point = dict(zip(names, (0.0424, 0.0546, 0.2496, 0.0, 16.6, 17.0, 0.0, 0.0), strict=True))
     exact = np.array(list(point.values()))
     residue = exact.copy()
     residue[names.index("m_2")] = -9.3e-18
-    assert (
-        solver.map.fold(residue).ratio == pytest.approx(solver.map.fold(exact).ratio)
-        and solver.map.fold(exact).ratio > 3.9
-    )
+    assert fold(residue).ratio == pytest.approx(fold(exact).ratio) and fold(exact).ratio > 3.9
     small = exact.copy()
     small[names.index("m_2")] = 1e-6  # an overlap on its way to zero is not folded away
-    assert solver.map.fold(small).ratio < 2.1
+    assert fold(small).ratio < 2.1

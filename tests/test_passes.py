@@ -1,4 +1,4 @@
-"""The passes of a root search (saddle/passes.py): quick prox starts first, the full map only where the
+"""The passes of a root search (saddle/search/passes.py): quick prox starts first, the full map only where the
 quick one settles on a root that the verification with every start rejects."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnphase.saddle.passes import search_in_passes
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.search.passes import search_in_passes
 
 
 class Recorder:
@@ -16,16 +17,19 @@ class Recorder:
     def __init__(self, settled: list[bool], accept_at: int | None) -> None:
         self.settled, self.accept_at, self.calls, self.verified = settled, accept_at, [], 0
 
-    def search(self, start: np.ndarray, thorough: bool) -> tuple[np.ndarray, bool]:
-        self.calls.append(("full" if thorough else "quick", float(start[0])))
+    def search(self, start: np.ndarray, effort: Effort) -> tuple[np.ndarray, bool]:
+        self.calls.append(({Effort.FULL: "full", Effort.QUICK: "quick"}[effort], float(start[0])))
         return start + 1.0, self.settled[len(self.calls) - 1]
 
     def verify(self, x: np.ndarray) -> tuple[float, bool]:
         self.verified += 1
         return float(x[0]), self.verified - 1 == self.accept_at
 
+    def accepted(self, found: tuple[float, bool]) -> bool:
+        return found[1]
+
     def run(self, warm_start: bool = True, persist: bool = True) -> tuple[float, bool]:
-        return search_in_passes(self.search, self.verify, lambda found: found[1], np.zeros(1), warm_start, persist)
+        return search_in_passes(self, np.zeros(1), warm_start, persist)
 
 
 def test_a_root_the_verification_accepts_ends_the_search_after_one_quick_pass():

@@ -2,8 +2,8 @@
 
 The energetic integrands have kinks (M*) and jumps (the prox changes basin), so tensor
 Gauss-Hermite converges algebraically there; the reported eps_t carries the kink correction
-of saddle/line_correction.py. The stated error of the default rule,
-``saddle.quadrature.DEFAULT_TRAIN_LOSS_ERROR``, is checked here against a higher order and
+of saddle/quadrature/kinks.py. The stated error of the default rule,
+``saddle.quadrature.rules.DEFAULT_TRAIN_LOSS_ERROR``, is checked here against a higher order and
 against an independent scrambled-Sobol estimate; benchmarks/quadrature.py measures more.
 """
 
@@ -15,23 +15,33 @@ import numpy as np
 import pytest
 from numpy.polynomial.hermite_e import hermegauss
 
-from attnphase.experiments.scan_study import solver_settings
+from attnphase.experiments.options import ScanOptions
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.branches import Branch
-from attnphase.saddle.quadrature import (
+from attnphase.saddle.geometry.branches import Branch
+from attnphase.saddle.phases.survey import make_solver, threshold_solver
+from attnphase.saddle.quadrature.check import QuadratureCheck
+from attnphase.saddle.quadrature.rules import (
     DEFAULT_TRAIN_LOSS_ERROR,
     GaussHermite,
-    QuadratureCheck,
     QuadratureError,
     ScrambledSobol,
     make_rule,
 )
-from attnphase.saddle.scan import make_solver, threshold_solver
+from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.tuning import Tuning
+
+#: The floor of the coarser rules anchors are searched on (the anchor tuning's).
+FLOOR = Tuning().anchors
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 POSITIONAL = Branch("positional", ("theta",))
 SEMANTIC = Branch("semantic", ("m",))
+
+
+def _scan_settings(**options):
+    """The solver settings a scan of the paper's model runs with under ``options``."""
+    return ScanOptions(**options).settings(paper_model())
 
 
 @pytest.mark.parametrize("order", [4, 9, 16])
@@ -86,7 +96,7 @@ def test_pruning_changes_the_map_by_far_less_than_the_quadrature_error(reference
     """The default pruning against an almost unpruned rule of the same order, at a fixed point."""
     point = min(reference_traces[branch.name].converged(), key=lambda p: abs(p.alpha - 1.5))
     solvers = [make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(16, p))) for p in (1e-8, 1e-14)]
-    maps = [solver.map.evaluate(point.values, point.alpha) for solver in solvers]
+    maps = [solver.problem.map.evaluate(point.values, point.alpha) for solver in solvers]
     assert maps[0].mean_envelope == pytest.approx(maps[1].mean_envelope, rel=1e-6)
     np.testing.assert_allclose(maps[0].updated, maps[1].updated, rtol=1e-4, atol=1e-12)
 
@@ -98,7 +108,7 @@ def test_a_rule_with_another_prune_is_named_apart_in_the_tables():
     assert GaussHermite(20).label == "gauss-hermite-20"
     assert GaussHermite(8, 1e-6).label == "gauss-hermite-8-prune1e-06"
     assert make_rule("gauss-hermite", 8, prune=1e-6) == GaussHermite(8, 1e-6)
-    settings = solver_settings(order=8, prune=1e-6)
+    settings = _scan_settings(order=8, prune=1e-6)
     assert (settings.quadrature, settings.threshold_quadrature) == (GaussHermite(8, 1e-6), GaussHermite(32, 1e-6))
     assert GaussHermite(8, 1e-6).size(6) < 0.52 * GaussHermite(8).size(6)
 
@@ -106,18 +116,19 @@ def test_a_rule_with_another_prune_is_named_apart_in_the_tables():
 def test_a_coarser_rule_is_of_the_same_kind():
     """Anchors are searched on a coarser rule of the scan's own kind: half the Gauss-Hermite order
     (at least 6), an eighth of the Sobol points with the same scrambling (at least 2^10)."""
-    assert GaussHermite(20).coarser() == GaussHermite(10)
-    assert GaussHermite(10, prune=1e-12).coarser() == GaussHermite(6, prune=1e-12)
-    assert GaussHermite(6).coarser() is None
-    assert ScrambledSobol(16, seed=3).coarser() == ScrambledSobol(13, seed=3)
-    assert ScrambledSobol(12).coarser() == ScrambledSobol(10)
-    assert ScrambledSobol(10).coarser() is None
+    assert GaussHermite(20).coarser(FLOOR) == GaussHermite(10)
+    assert GaussHermite(10, prune=1e-12).coarser(FLOOR) == GaussHermite(6, prune=1e-12)
+    assert GaussHermite(6).coarser(FLOOR) is None
+    assert ScrambledSobol(16, seed=3).coarser(FLOOR) == ScrambledSobol(13, seed=3)
+    assert ScrambledSobol(12).coarser(FLOOR) == ScrambledSobol(10)
+    assert ScrambledSobol(10).coarser(FLOOR) is None
 
 
 def test_an_anchor_on_a_sobol_rule_is_searched_on_a_coarser_sobol_rule():
     solver = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(16, seed=2)))
-    assert solver.coarse().settings.quadrature == ScrambledSobol(13, seed=2)
-    point = solver.anchor(2.0, POSITIONAL)
+    search = AnchorSearch(solver)
+    assert search.coarse().solver.settings.quadrature == ScrambledSobol(13, seed=2)
+    point = search(2.0, POSITIONAL)
     assert point.converged and point.branch == "positional"
     assert point.quadrature == "sobol-2^16-seed2"
 
@@ -138,6 +149,7 @@ def test_bad_rules_are_rejected():
         make_rule("trapezoid", 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("branch", "alpha"), [(POSITIONAL, 1.25), (SEMANTIC, 1.25), (POSITIONAL, 2.0), (SEMANTIC, 2.0)]
 )
@@ -154,7 +166,7 @@ def test_default_rule_is_within_its_stated_error(reference_traces, paper_solver,
     )
     assert finer.converged
     sobol = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(18, seed=1)))
-    estimates = [finer.train_loss, -sobol.map.free_entropy(default.values, default.conjugates, alpha)]
+    estimates = [finer.train_loss, -sobol.problem.observables.free_entropy(default.values, default.conjugates, alpha)]
     for estimate in estimates:
         assert abs(estimate - default.train_loss) / default.train_loss < DEFAULT_TRAIN_LOSS_ERROR
     if alpha == 1.25:  # the kink correction is what brings the rule within it there
@@ -178,9 +190,9 @@ def test_free_entropy_is_stationary_at_a_fixed_point(reference_traces, branch):
     fine, _ = fine_solver.solve(alpha, branch, initial=start.values)
     coarse, _ = coarse_solver.solve(alpha, branch, initial=fine.values)
     assert fine.converged and coarse.converged and fine.line_correction == coarse.line_correction == 0.0
-    own = -fine_solver.map.free_entropy(fine.values, fine.conjugates, alpha)
+    own = -fine_solver.problem.observables.free_entropy(fine.values, fine.conjugates, alpha)
     assert own == pytest.approx(fine.train_loss, rel=1e-12)
-    cross = -fine_solver.map.free_entropy(coarse.values, coarse.conjugates, alpha)
+    cross = -fine_solver.problem.observables.free_entropy(coarse.values, coarse.conjugates, alpha)
     assert abs(coarse.train_loss - fine.train_loss) > 1e-4 * fine.train_loss
     assert abs(cross - fine.train_loss) < 0.1 * abs(coarse.train_loss - fine.train_loss)
 
@@ -208,9 +220,9 @@ def test_the_error_check_measures_the_error_of_a_coarse_rule():
     model, alpha = paper_model(), 1.5
     check = QuadratureCheck(12)
     coarse = make_solver(model, SolverSettings(quadrature=GaussHermite(6), line_correction=False, error_check=check))
-    point = coarse.anchor(alpha, SEMANTIC)
+    point = AnchorSearch(coarse)(alpha, SEMANTIC)
     assert point.converged and point.error_check == check.label
-    exact = -make_solver(model, SolverSettings(quadrature=GaussHermite(40))).map.free_entropy(
+    exact = -make_solver(model, SolverSettings(quadrature=GaussHermite(40))).problem.observables.free_entropy(
         point.values, point.conjugates, alpha
     )
     assert abs(point.train_loss_check - exact) < 4 * point.train_loss_check_se
@@ -219,7 +231,7 @@ def test_the_error_check_measures_the_error_of_a_coarse_rule():
 
 
 def test_only_converged_points_are_checked_and_the_check_can_be_off(paper_solver):
-    point = paper_solver.anchor(2.0, SEMANTIC)
+    point = AnchorSearch(paper_solver)(2.0, SEMANTIC)
     assert np.isfinite(point.train_loss_check) and point.train_loss_check_se > 0.0
     moved = point.values * 1.05
     unconverged = paper_solver.observe(moved, 2.0, SEMANTIC)
@@ -233,9 +245,9 @@ def test_the_check_scramblings_are_drawn_from_the_scan_seed_apart_from_any_small
     """Four distinct 32-bit seeds per check seed, none of them a small integer such as the scrambling
     seed of a Sobol rule a point was solved on; the scan's seed chooses them."""
     for seed in (0, 1, 2**32 - 1):
-        seeds = solver_settings("sobol", 12, seed=seed).error_check.seeds
+        seeds = _scan_settings(quadrature="sobol", order=12, seed=seed).error_check.seeds
         assert len(set(seeds)) == 4 and min(seeds) > 1000 and seed not in seeds
-    assert solver_settings(seed=0).error_check.seeds != solver_settings(seed=1).error_check.seeds
-    assert solver_settings(error_check=0).error_check is None
+    assert _scan_settings(seed=0).error_check.seeds != _scan_settings(seed=1).error_check.seeds
+    assert _scan_settings(error_check=0).error_check is None
     check = QuadratureCheck(12, 3, seed=5)
     assert [rule.seed for rule in check.rules()] == list(check.seeds) and check.rules()[0].log2_points == 12

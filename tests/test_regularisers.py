@@ -19,9 +19,10 @@ import sympy as sp
 
 from attnphase.replica.declaration import DeclarationError, ElasticNet, FieldLaw, Ridge, paper_model
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.branches import Branch
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.geometry.branches import Branch
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch, generic_guess
 from attnphase.saddle.settings import SolverSettings
 
 RULE = GaussHermite(12)
@@ -90,6 +91,7 @@ def test_the_ridge_potential_is_the_same_averaged_envelope():
     assert closed == pytest.approx(0.5 * second_moment / (2 * (1.5 + 0.1)), rel=1e-14)
 
 
+@pytest.mark.slow
 def test_the_elastic_net_without_l1_weight_is_ridge():
     """The general path of the elastic net at ``l1 = 0`` gives ridge's potential and its fixed points."""
     ridge, net = derive(with_regulariser(Ridge(0.01))), derive(with_regulariser(ElasticNet(0.0, 0.01)))
@@ -110,7 +112,7 @@ def test_the_elastic_net_without_l1_weight_is_ridge():
         assert float(other) == pytest.approx(value, rel=1e-12)
     for branch in (POSITIONAL, SEMANTIC):
         points = [
-            make_solver(with_regulariser(reg), SETTINGS).anchor(2.0, branch)
+            AnchorSearch(make_solver(with_regulariser(reg), SETTINGS))(2.0, branch)
             for reg in (Ridge(0.01), ElasticNet(0.0, 0.01))
         ]
         assert all(p.converged and p.branch == branch.name for p in points)
@@ -118,14 +120,15 @@ def test_the_elastic_net_without_l1_weight_is_ridge():
         assert points[1].train_loss == pytest.approx(points[0].train_loss, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_elastic_net_fixed_points_approach_ridge_linearly_as_the_l1_weight_vanishes():
     """At the positional point (alpha = 2, l2 = 0.01) the distance to ridge's point is linear in the l1
     weight (a quarter of the weight, a quarter of the distance), and every point meets its checks,
     the energy identity ``eps_t = alpha E[l] + E[g(w*)]`` among them (``E[g] = -sum_s s dPsi_w/ds``)."""
-    ridge = make_solver(with_regulariser(Ridge(0.01)), SETTINGS).anchor(2.0, POSITIONAL)
+    ridge = AnchorSearch(make_solver(with_regulariser(Ridge(0.01)), SETTINGS))(2.0, POSITIONAL)
     distances = []
     for l1 in (1e-3, 2.5e-4, 6.25e-5):
-        point = make_solver(with_regulariser(ElasticNet(l1, 0.01)), SETTINGS).anchor(2.0, POSITIONAL)
+        point = AnchorSearch(make_solver(with_regulariser(ElasticNet(l1, 0.01)), SETTINGS))(2.0, POSITIONAL)
         assert point.converged and point.branch == "positional"
         distances.append(np.abs(point.values - ridge.values).max() / np.abs(ridge.values).max())
     ratios = np.array(distances[:-1]) / np.array(distances[1:])
@@ -133,12 +136,13 @@ def test_elastic_net_fixed_points_approach_ridge_linearly_as_the_l1_weight_vanis
     assert distances[-1] < 1e-2
 
 
+@pytest.mark.slow
 def test_the_lasso_alone_is_solved_from_a_finite_guess():
     """Without a ridge term the alpha -> 0 limit has ``V`` infinite; the guess is taken at small
     conjugates, and the semantic point of the lasso at alpha = 2 is found and meets its checks."""
     solver = make_solver(with_regulariser(ElasticNet(0.01, 0.0)), SETTINGS)
-    assert np.isfinite(solver.generic_guess()).all()
-    point = solver.anchor(2.0, SEMANTIC)
+    assert np.isfinite(generic_guess(solver)).all()
+    point = AnchorSearch(solver)(2.0, SEMANTIC)
     assert point.converged and point.branch == "semantic" and point["theta"] > 0.05
 
 

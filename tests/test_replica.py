@@ -23,7 +23,7 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.latex import latex
 from attnphase.replica.saddle_equations import derive
-from attnphase.saddle.quadrature import GaussHermite
+from attnphase.saddle.quadrature.rules import GaussHermite
 
 #: Order parameter -> the conjugate whose stationarity condition fixes it (THEORY.md sec. 4):
 #: ``q = -2 dPsi_w/dVhat``, ``V = 2 dPsi_w/dqhat``, ``m = dPsi_w/dmhat``, ``theta = dPsi_w/dthetahat``.
@@ -448,6 +448,7 @@ def three_token_model() -> AttentionModel:
     )
 
 
+@pytest.mark.slow
 def test_three_token_declaration_has_one_m_per_positional_direction():
     """Sec. 1-2 with L = 3, r = t = 1: ``m_l = sum_k P_lk mu_k`` gives two m-parameters and ``m_3 = -(m_1 + m_2)``;
     one covariance class gives a single q, V, theta; six Gaussian nodes (xi_1..3, eta_1..3)."""
@@ -472,6 +473,7 @@ def test_three_token_declaration_has_one_m_per_positional_direction():
         assert got == pytest.approx(muhat / (consts["lambda"] + consts["gamma_1_1"] * 1.2), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_two_covariance_classes_get_separate_parameters_and_sec3_entropic_potential():
     """Sec. 3: tokens with independent spectra (two atoms of share 1/2, gamma = (0.25, 0.5) and
     (0.5, 0.25)) get separate q, V, theta; Psi_w sums over the atoms

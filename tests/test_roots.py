@@ -1,4 +1,4 @@
-"""The root finder on residuals whose roots are known (saddle/roots.py): it knows nothing of the map."""
+"""The root finder on residuals whose roots are known (saddle/search/roots.py): it knows nothing of the map."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from attnphase.saddle.roots import BudgetedResidual, BudgetSpent, RootFinder
+from attnphase.saddle.search.roots import BudgetedResidual, BudgetSpent, RootFinder
 
 
 class Logarithm:
@@ -64,8 +64,8 @@ def test_newton_with_the_exact_jacobian_gives_up_without_a_fallback_and_broyden_
     """Where there is no root, Newton's method with the residual's own Jacobian ends once the residual
     has not halved in eight steps (or two steps did not lower it), and returns its best iterate: no
     other method is tried after it (after Newton's stalls in scans of the paper's model, Powell's hybrid
-    method made two fifths of the evaluations and found no root the scans kept: docs/validation.md,
-    "Newton without a fallback"). Broyden's updates of a difference estimate, which may stall short of
+    method made two fifths of the evaluations and found no root the scans kept: the knob table's
+    ``roots.method``). Broyden's updates of a difference estimate, which may stall short of
     a root, still hand over to Powell's hybrid method."""
     fallbacks = []
     hybrid = scipy.optimize.root

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 import torch
 import typer
+from runs import simulate_into
 from typer.testing import CliRunner
 
 from attnphase.experiments.cli import app
-from attnphase.experiments.simulation import (
+from attnphase.experiments.training import (
     SimulationSettings,
     generator,
     gradient_mapping,
@@ -22,12 +23,12 @@ from attnphase.experiments.simulation import (
     objective,
     objective_and_gradient,
     simulate,
-    simulate_to,
     teacher,
     training_data,
 )
 from attnphase.replica.declaration import ElasticNet, paper_model
-from attnphase.saddle.branches import Branch
+from attnphase.saddle.geometry.branches import Branch
+from attnphase.saddle.search.anchors import AnchorSearch
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 POSITIONAL = Branch("positional", ("theta",))
@@ -137,6 +138,7 @@ def test_bad_settings_name_the_parameter(change, message):
 AGREEMENT_D, AGREEMENT_SEEDS = 400, 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "init", "branch"), [(0.8, "positional", POSITIONAL), (2.0, "semantic", SEMANTIC)])
 def test_simulations_agree_with_the_theory(paper_solver, alpha, init, branch):
     settings = SimulationSettings(
@@ -144,7 +146,7 @@ def test_simulations_agree_with_the_theory(paper_solver, alpha, init, branch):
     )
     runs = simulate(settings)
     assert runs["converged"].all()
-    theory = paper_solver.anchor(alpha, branch).row()
+    theory = AnchorSearch(paper_solver)(alpha, branch).row()
     assert theory["converged"]
     assert_runs_agree(runs.assign(m=runs["m"].abs()), {**theory, "m": abs(theory["m"])}, ("m", "theta"))
 
@@ -166,9 +168,11 @@ def _app() -> typer.Typer:
 def _theory_dir(tmp_path, paper_solver):
     theory = tmp_path / "theory"
     theory.mkdir()
-    rows = [paper_solver.anchor(2.0, SEMANTIC).row(), paper_solver.anchor(2.0, POSITIONAL).row()]
+    search = AnchorSearch(paper_solver)
+    rows = [search(2.0, SEMANTIC).row(), search(2.0, POSITIONAL).row()]
     pd.DataFrame(rows).to_csv(theory / "branches.csv", index=False)
     pd.DataFrame([{"alpha_c": 1.25}]).to_csv(theory / "thresholds.csv", index=False)
+    (theory / "run.json").write_text(json.dumps({"model": paper_model().record()}))
     return theory
 
 
@@ -209,9 +213,9 @@ def test_command_bad_input_is_one_line(tmp_path, option, value, message):
 
 def test_resumable_writer_skips_finished_blocks(tmp_path):
     seen = []
-    simulate_to(tmp_path, TINY, progress=seen.append)
+    simulate_into(tmp_path, TINY, progress=seen.append)
     assert len(seen) == 2
-    simulate_to(tmp_path, TINY, progress=seen.append)
+    simulate_into(tmp_path, TINY, progress=seen.append)
     assert len(seen) == 2
 
 
@@ -238,10 +242,11 @@ def test_the_gradient_mapping_vanishes_exactly_where_the_l1_subgradient_holds():
     assert gradient_mapping(q, grad, SimulationSettings()) is grad
 
 
+@pytest.mark.slow
 def test_elastic_net_simulations_agree_with_the_theory():
     """The semantic point at alpha = 2, with the bounds of the ridge agreement test (d = 400, six seeds):
     the seed means within four standard errors plus 5 % (losses) or 2/sqrt(d) (overlaps)."""
-    from attnphase.saddle.scan import make_solver
+    from attnphase.saddle.phases.survey import make_solver
 
     settings = SimulationSettings.of_model(
         NET,
@@ -256,7 +261,7 @@ def test_elastic_net_simulations_agree_with_the_theory():
     )
     runs = simulate(settings)
     assert runs["converged"].all()
-    theory = make_solver(NET).anchor(2.0, SEMANTIC).row()
+    theory = AnchorSearch(make_solver(NET))(2.0, SEMANTIC).row()
     assert theory["converged"] and theory["branch"] == "semantic"
     assert_runs_agree(runs, theory, ("theta", "q"))
 

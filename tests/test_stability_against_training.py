@@ -1,7 +1,7 @@
 """Stability against training: what the Hessian says a fixed point is, gradient descent finds.
 
 The scan flags every fixed point stable (a local minimum of the training loss in the overlaps) or
-not (saddle/landscape.py). At finite d, L-BFGS started near a point must leave it if it is unstable
+not (saddle/stability/). At finite d, L-BFGS started near a point must leave it if it is unstable
 and stay if it is stable:
 
 * the agnostic point (m = theta = 0) is unstable at omega = 0.3 (alpha = 1 and 2) and at omega = 0.2
@@ -24,13 +24,14 @@ import math
 import numpy as np
 import pytest
 
-from attnphase.experiments.simulation import SimulationSettings, simulate
+from attnphase.experiments.training import SimulationSettings, simulate
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.continuation import trace_branch
-from attnphase.saddle.landscape import assess
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.search.tracer import trace_branch
 from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.stability.assessment import assess
 
 D, SEEDS = 400, 3
 #: (declaration's changes, alphas): at omega = 0.2 below the positional branch's fold (1.77)
@@ -65,12 +66,14 @@ def _ends(setting, label: str, init: str):
         yield alpha, points[label][alpha], runs[(runs["alpha"] == alpha) & (runs["init"] == init)]
 
 
+@pytest.mark.slow
 def test_from_near_an_unstable_agnostic_point_training_leaves_it(setting):
     for alpha, agnostic, ended in _ends(setting, "agnostic", "random"):
         assert agnostic.stable is False, alpha
         assert (np.maximum(ended["m"], ended["theta"]) > 1 / math.sqrt(D)).all(), ended[["m", "theta"]]
 
 
+@pytest.mark.slow
 def test_from_a_stable_positional_point_training_stays_on_it(setting):
     for alpha, positional, ended in _ends(setting, "positional", "positional"):
         assert positional.stable is True, alpha
@@ -82,12 +85,14 @@ def test_from_a_stable_positional_point_training_stays_on_it(setting):
 OTHER_A, OTHER_A_D, OTHER_A_ALPHA = ((0.3, 0.7), (0.8, 0.2)), 3200, 2.0
 
 
+@pytest.mark.slow
 def test_with_the_other_target_training_leaves_the_unstable_agnostic_point_for_the_semantic_one():
     model = paper_model(A=OTHER_A)
     rule = GaussHermite(10)
     solver = make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule))
+    search = AnchorSearch(solver)
     agnostic, semantic = (
-        assess(solver.renewed(), solver.anchor(OTHER_A_ALPHA, solver.branch(name))) for name in ("agnostic", "semantic")
+        assess(solver.renewed(), search(OTHER_A_ALPHA, solver.branch(name))) for name in ("agnostic", "semantic")
     )
     assert agnostic.branch == "agnostic" and agnostic.stable is False
     assert semantic.branch == "semantic" and semantic.stable is True

@@ -14,11 +14,12 @@ from typer.testing import CliRunner
 
 from attnphase.experiments.cli import app
 from attnphase.experiments.finite_size import fit_power_law, gap_table
-from attnphase.experiments.simulation import branch_overlaps, classify_basin, norm_spread
+from attnphase.experiments.training import branch_overlaps, classify_basin, norm_spread
 from attnphase.experiments.uninformed import basin_fractions
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.variants import variant
-from attnphase.saddle.branches import Branch
+from attnphase.saddle.geometry.branches import Branch
+from attnphase.saddle.search.anchors import AnchorSearch
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 SEMANTIC = Branch("semantic", ("m",))
@@ -197,6 +198,7 @@ def _app() -> typer.Typer:
     return app
 
 
+@pytest.mark.slow
 def test_finite_size_command_writes_its_files(tmp_path, paper_solver, monkeypatch):
     monkeypatch.setattr("attnphase.experiments.finite_size.make_solver", lambda _model: paper_solver)  # the same model
     out = tmp_path / "fs"
@@ -205,7 +207,7 @@ def test_finite_size_command_writes_its_files(tmp_path, paper_solver, monkeypatc
     assert result.exit_code == 0, result.output
     gaps = pd.read_csv(out / "finite_size.csv")
     assert set(gaps["d"]) == {8, 12, 16} and len(gaps) == 3 * 2 * 3 and (gaps["runs"] == 2).all()
-    theory = paper_solver.anchor(1.5, SEMANTIC)
+    theory = AnchorSearch(paper_solver)(1.5, SEMANTIC)
     semantic_theta = gaps[(gaps["init"] == "semantic") & (gaps["quantity"] == "theta")]
     np.testing.assert_allclose(semantic_theta["theory"], theory["theta"], rtol=1e-8)
     np.testing.assert_allclose(semantic_theta["gap"], (semantic_theta["sim_mean"] - theory["theta"]).abs())
@@ -264,9 +266,9 @@ class _Killed(Exception):
 
 def _killed_after(blocks: int, monkeypatch) -> None:
     """Make the simulator fail after ``blocks`` more blocks (as a kill would stop it)."""
-    from attnphase.experiments import simulation
+    from attnphase.experiments import training
 
-    real, calls = simulation.simulate_block, {"n": 0}
+    real, calls = training.simulate_block, {"n": 0}
 
     def block(*args, **kwargs):
         if calls["n"] == blocks:
@@ -274,12 +276,13 @@ def _killed_after(blocks: int, monkeypatch) -> None:
         calls["n"] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(simulation, "simulate_block", block)
+    monkeypatch.setattr(training, "simulate_block", block)
 
 
 FINITE_SIZE = {"alpha": 1.5, "dims": "8,12", "seeds": 2, "max_steps": 30, "n_test": 50, "progress": False}
 
 
+@pytest.mark.slow
 def test_a_killed_finite_size_study_resumes_and_ends_as_an_uninterrupted_one(tmp_path, paper_solver, monkeypatch):
     from attnphase import paper_model
     from attnphase.experiments.finite_size import finite_size

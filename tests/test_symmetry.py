@@ -7,11 +7,17 @@ import numpy as np
 import pytest
 
 from attnphase.replica.declaration import paper_model
-from attnphase.saddle.branches import Branch
-from attnphase.saddle.quadrature import GaussHermite, ScrambledSobol
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.geometry.branches import Branch
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.prox.symmetry import NodeLookup, SignedPermutation, envelope_symmetries
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol
+from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.symmetry import NodeLookup, SignedPermutation, envelope_symmetries
+from attnphase.saddle.tuning import Tuning
+
+#: The relative tolerance of the envelope's symmetry test (the prox tuning's).
+INVARIANCE = Tuning().prox.invariance_tolerance
 
 #: The paper's branches (THEORY.md sec. 6), named as its declaration names them.
 AGNOSTIC = Branch("agnostic", ("m", "theta"))
@@ -24,13 +30,19 @@ IDENTITY = (0, 1)
 
 def symmetries(solver, params) -> set[tuple]:
     rng = np.random.default_rng(1)
-    found = envelope_symmetries(solver.map.envelope_at(params), 2, 1, 1, rng)
+    found = envelope_symmetries(solver.problem.engine.kernel.envelope(params), 2, 1, 1, rng, INVARIANCE)
     return {(g.permutation, g.sign_xi[0], g.sign_eta[0], g.sign_z[0]) for g in found}
 
 
 @pytest.fixture(scope="module")
-def coarse_solver():
+def coarse_base():
     return make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False))
+
+
+@pytest.fixture
+def coarse_solver(coarse_base):
+    """The unfolded solver on Gauss-Hermite 8 without the memory of other tests' solves."""
+    return coarse_base.renewed()
 
 
 def test_the_symmetries_of_the_paper_model_are_found(coarse_solver):
@@ -61,28 +73,29 @@ def test_an_asymmetric_positional_target_breaks_the_token_swap():
 
 @pytest.mark.parametrize(("branch", "alpha"), [(POSITIONAL, 1.5), (SEMANTIC, 1.5), (AGNOSTIC, 1.0)])
 def test_the_folded_map_equals_the_unfolded_one(coarse_solver, branch, alpha):
-    point = coarse_solver.anchor(alpha, branch)
+    point = AnchorSearch(coarse_solver)(alpha, branch)
     folded = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8)))
-    fold = folded.map.fold(point.values)
+    fold = folded.problem.engine.fold(point.values)
     assert fold is not None and fold.ratio > 3.5
-    for thorough in (True, False):  # the thorough prox first: the quick one starts from it too (warm start)
-        plain = coarse_solver.map.evaluate(point.values, alpha, thorough)
-        quick = folded.map.evaluate(point.values, alpha, thorough)
+    for effort in (Effort.FULL, Effort.QUICK):  # the full prox first: the quick one starts from it too (warm start)
+        plain = coarse_solver.problem.map.evaluate(point.values, alpha, effort)
+        quick = folded.problem.map.evaluate(point.values, alpha, effort)
         assert quick.mean_envelope == pytest.approx(plain.mean_envelope, rel=1e-12)
         np.testing.assert_allclose(quick.updated, plain.updated, rtol=1e-8, atol=1e-12)
 
 
 def test_a_rule_without_the_symmetry_is_not_folded():
     solver = make_solver(paper_model(), SolverSettings(quadrature=ScrambledSobol(8)))
-    assert solver.map.fold(np.array([0.1, 0.0, 15.0, 0.1])) is None
+    assert solver.problem.engine.fold(np.array([0.1, 0.0, 15.0, 0.1])) is None
 
 
+@pytest.mark.slow
 def test_the_group_is_closed():
     """The candidates compose as maps of the node variables: the composite of any two is a candidate, and
     there are ``2^(2r + t) r! L!`` of them."""
     from math import factorial
 
-    from attnphase.saddle.symmetry import candidates
+    from attnphase.saddle.prox.symmetry import candidates
 
     def as_map(g: SignedPermutation, r: int, t: int) -> tuple:
         index, sign = g.node_map(r, t)
@@ -109,17 +122,18 @@ def test_a_negligible_overlap_does_not_lend_its_pattern_the_symmetry_that_flips_
     rule by Q -> -Q, which holds only at m = 0 (it made every later positional point wrong)."""
     solver = make_solver(paper_model(omega=0.2), SolverSettings(quadrature=GaussHermite(8)))
     nearly_agnostic = np.array([0.05, 1e-12, 13.0, 0.0])
-    fold = solver.map.fold(nearly_agnostic)
+    fold = solver.problem.engine.fold(nearly_agnostic)
     assert fold is not None and fold.ratio < 4.5  # the positional group (order 4), not order 8
     positional = np.array([0.05, 0.2, 13.0, 0.0])
-    for thorough in (False, True):
-        folded = solver.map.evaluate(positional, 1.3, thorough)
+    for effort in (Effort.QUICK, Effort.FULL):
+        folded = solver.problem.map.evaluate(positional, 1.3, effort)
         plain = make_solver(paper_model(omega=0.2), SolverSettings(quadrature=GaussHermite(8), fold_symmetries=False))
-        unfolded = plain.map.evaluate(positional, 1.3, thorough)
+        unfolded = plain.problem.map.evaluate(positional, 1.3, effort)
         assert folded.mean_envelope == pytest.approx(unfolded.mean_envelope, rel=1e-12)
         np.testing.assert_allclose(folded.updated, unfolded.updated, rtol=1e-8, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "point",
     [
@@ -136,9 +150,9 @@ def test_entries_of_one_family_are_not_tested_equal(three_token_model, point):
     rule = GaussHermite(6)
     folded = make_solver(three_token_model, SolverSettings(quadrature=rule))
     plain = make_solver(three_token_model, SolverSettings(quadrature=rule, fold_symmetries=False))
-    for thorough in (True, False):
-        with_fold = folded.map.evaluate(params, 2.5, thorough)
-        without = plain.map.evaluate(params, 2.5, thorough)
+    for effort in (Effort.FULL, Effort.QUICK):
+        with_fold = folded.problem.map.evaluate(params, 2.5, effort)
+        without = plain.problem.map.evaluate(params, 2.5, effort)
         assert with_fold.mean_envelope == pytest.approx(without.mean_envelope, rel=1e-10)
         np.testing.assert_allclose(with_fold.updated, without.updated, rtol=1e-7, atol=1e-12)
 
@@ -171,7 +185,7 @@ def test_each_column_of_a_rank_two_student_has_its_own_reflection_and_the_column
     """``W -> W diag(1, -1)`` is a rotation's reflection, not a global sign, and ``W -> W [[0, 1], [1, 0]]``
     exchanges the columns: the candidates carry one sign per column and the column permutations, so the
     fold (and the ties on its mirror planes) see them."""
-    found = envelope_symmetries(_rank_two_envelope, 2, 2, 1, np.random.default_rng(2))
+    found = envelope_symmetries(_rank_two_envelope, 2, 2, 1, np.random.default_rng(2), INVARIANCE)
     keys = {(g.permutation, g.columns, g.sign_xi, g.sign_eta, g.sign_z) for g in found}
     assert (IDENTITY, IDENTITY, (1, -1), (1,), (1, -1)) in keys  # the second column's reflection
     assert (SWAP, IDENTITY, (-1, 1), (-1,), (-1, 1)) in keys
@@ -185,7 +199,7 @@ def test_a_node_on_a_mirror_plane_stands_for_the_images_of_its_prox():
     """On a rule folded by the token swap, the nodes with ``xi_1 = xi_2`` are their own images: their
     stabiliser has two elements, and ``Fold.mirrored`` gives the swapped prox there (where the prox is not
     swap-symmetric, an equally good minimiser), for the integrands to be averaged over both."""
-    from attnphase.saddle.symmetry import fold_nodes
+    from attnphase.saddle.prox.symmetry import fold_nodes
 
     rule = GaussHermite(4)
     nodes, weights = rule.nodes(2)
@@ -203,16 +217,17 @@ def test_a_node_on_a_mirror_plane_stands_for_the_images_of_its_prox():
 
 def test_a_pattern_met_first_outside_the_domain_still_folds_later():
     """At ``q < 0`` the envelope is not finite at the pattern's generic points, so no fold is found (nor
-    remembered) there and the thorough prox runs on all nodes; a quick evaluation of the same pattern
+    remembered) there and the full prox runs on all nodes; a quick evaluation of the same pattern
     inside the domain then folds, and the warm start left on all nodes is not one of its starts: it
     computes what a map that never left the domain computes."""
     solver = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8)))
     outside, inside = np.array([-0.01, 0.0, 30.0, 0.05]), np.array([0.03, 0.0, 30.0, 0.05])
-    assert solver.overlaps.zero_pattern(outside) == solver.overlaps.zero_pattern(inside)
+    patterns, engine, saddle_map = solver.problem.patterns, solver.problem.engine, solver.problem.map
+    assert patterns.zero_pattern(outside) == patterns.zero_pattern(inside)
     with np.errstate(all="ignore"):
-        solver.map.evaluate(outside, 1.0, thorough=True)
-    assert solver.map.fold(outside) is None
-    quick = solver.map.evaluate(inside, 1.0, thorough=False)
-    assert solver.map.fold(inside) is not None
-    fresh = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8))).map  # never outside
-    np.testing.assert_allclose(quick.updated, fresh.evaluate(inside, 1.0, thorough=False).updated, rtol=1e-12)
+        saddle_map.evaluate(outside, 1.0, Effort.FULL)
+    assert engine.fold(outside) is None
+    quick = saddle_map.evaluate(inside, 1.0, Effort.QUICK)
+    assert engine.fold(inside) is not None
+    fresh = make_solver(paper_model(), SolverSettings(quadrature=GaussHermite(8))).problem.map  # never outside
+    np.testing.assert_allclose(quick.updated, fresh.evaluate(inside, 1.0, Effort.QUICK).updated, rtol=1e-12)

@@ -17,24 +17,26 @@ from scipy.optimize import brentq
 
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.variants import VARIANTS
-from attnphase.saddle.continuation import BranchTrace
-from attnphase.saddle.landscape import ConstrainedSolver
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver, run_scan
+from attnphase.saddle.phases.survey import make_solver, survey
+from attnphase.saddle.phases.thresholds import _BranchSolver, change_of_minimum, linear_threshold
+from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.search.anchors import AnchorSearch
+from attnphase.saddle.search.constrained import ConstrainedSolver
+from attnphase.saddle.search.trace import BranchTrace
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.thresholds import _BranchSolver, change_of_minimum, linear_threshold
 
 RULE = SolverSettings(quadrature=GaussHermite(12), test_quadrature=GaussHermite(12))
 
 
 @pytest.fixture(scope="module")
-def lasso():
+def lasso_base():
     model = VARIANTS["l1"].model({"lambda_1": 0.001, "omega": 0.1})
     solver = make_solver(model, RULE)
     agnostic, semantic = solver.branch("agnostic"), solver.branch("semantic")
+    search = AnchorSearch(solver.renewed())
     points = {
-        "agnostic": [solver.anchor(alpha, agnostic) for alpha in (0.7, 0.9)],
-        "semantic": [solver.anchor(0.9, semantic)],
+        "agnostic": [search(alpha, agnostic) for alpha in (0.7, 0.9)],
+        "semantic": [search(0.9, semantic)],
     }
     for name, found in points.items():
         assert all(solver.on_branch(p, solver.branch(name)) for p in found)
@@ -42,13 +44,20 @@ def lasso():
     return solver, traces
 
 
+@pytest.fixture
+def lasso(lasso_base):
+    """The lasso's solver, without the memory of other tests' solves, and its traces."""
+    solver, traces = lasso_base
+    return solver.renewed(), traces
+
+
 @pytest.fixture(scope="module")
-def switch(lasso):
+def switch(lasso_base):
     """Where the lasso's global minimum changes from agnostic to semantic, from the traces alone."""
-    solver, traces = lasso
+    solver, traces = lasso_base
     (agnostic, agnostic_trace), (semantic, semantic_trace) = traces
     return change_of_minimum(
-        solver, (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
+        solver.renewed(), (agnostic, _by_alpha(agnostic_trace)), (semantic, _by_alpha(semantic_trace)), 0.7, 0.9
     )
 
 
@@ -61,6 +70,7 @@ def _solved(solver, name, alpha, start):
     return point if solver.on_branch(point, solver.branch(name)) else None
 
 
+@pytest.mark.slow
 def test_the_change_of_minimum_is_where_the_training_losses_cross(lasso, switch):
     solver, traces = lasso
     (_, agnostic_trace), (_, semantic_trace) = traces
@@ -73,6 +83,7 @@ def test_the_change_of_minimum_is_where_the_training_losses_cross(lasso, switch)
         assert (above.train_loss < below.train_loss) is semantic_lower, alpha
 
 
+@pytest.mark.slow
 def test_alpha_l_at_a_first_order_change_that_is_not_alpha_c(lasso, switch):
     """With the baseline between the two branches' test errors at the change, alpha_l is the change."""
     solver, traces = lasso
@@ -89,6 +100,7 @@ def test_alpha_l_at_a_first_order_change_that_is_not_alpha_c(lasso, switch):
     assert "change of global minimum from agnostic to semantic" in found.note
 
 
+@pytest.mark.slow
 def test_alpha_l_on_the_branch_above_the_change(lasso):
     """With a baseline below the semantic test error at the change, alpha_l is the semantic branch's
     crossing of it, above the change."""
@@ -101,6 +113,7 @@ def test_alpha_l_on_the_branch_above_the_change(lasso):
     assert at.test_error == pytest.approx(baseline, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_alpha_l_moves_to_the_bracket_where_the_root_rule_puts_it(lasso):
     """The bracket is chosen on the scan's test errors; where the rule alpha_l is solved on puts the
     crossing in a neighbouring bracket (here: a grid value made wrong on purpose), it is found there."""
@@ -117,6 +130,7 @@ def test_alpha_l_moves_to_the_bracket_where_the_root_rule_puts_it(lasso):
     assert found.value == pytest.approx(direct, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_branch_asked_again_at_an_alpha_answers_without_solving_again(lasso, monkeypatch):
     """The root searches of alpha_l ask a branch at a bracket's ends more than once: the point, or the
     failure to reach it (the semantic branch is born near 0.75), is given again without a solve."""
@@ -139,6 +153,7 @@ def test_a_branch_asked_again_at_an_alpha_answers_without_solving_again(lasso, m
     assert len(solves) == tried and str(again.value) == str(first.value)
 
 
+@pytest.mark.slow
 def test_no_positional_branch_in_the_landscape_either(lasso):
     """The scan finds no positional branch here; the constrained route agrees: along theta = 0 at
     alpha = 1.5, the lowest training loss at fixed m rises with m from the agnostic point (a positional
@@ -147,7 +162,7 @@ def test_no_positional_branch_in_the_landscape_either(lasso):
     solver, _ = lasso
     alpha = 1.5
     held = ConstrainedSolver(solver, ("m", "theta"))
-    start = solver.anchor(alpha, solver.branch("agnostic")).values
+    start = AnchorSearch(solver)(alpha, solver.branch("agnostic")).values
     profile = []
     for m in (0.4, 0.3, 0.2, 0.1, 0.05, 0.02):  # from large m down, each solve from the one before
         point = held.solve(alpha, [m, 0.0], start)
@@ -155,7 +170,7 @@ def test_no_positional_branch_in_the_landscape_either(lasso):
         profile.append(point)
         start = point.values
     at_zero = held.solve(alpha, [0.0, 0.0], start)  # the student stays finite (q > 0) from m = 0.02
-    assert at_zero.converged and at_zero.values[solver.names.index("q")] > 0.1
+    assert at_zero.converged and at_zero.values[solver.problem.layout.index("q")] > 0.1
     losses = [at_zero.train_loss, *(p.train_loss for p in reversed(profile))]
     assert all(np.diff(losses) > 0)
     assert all(p.gradient[0] > 0 for p in profile)
@@ -164,6 +179,7 @@ def test_no_positional_branch_in_the_landscape_either(lasso):
     assert agnostic.train_loss == pytest.approx(at_zero.train_loss, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_the_agnostic_anchor_is_the_finite_student_where_both_exist(lasso):
     """Under the lasso the vanishing student W = 0 is a fixed point at every alpha (THEORY.md sec. 6),
     and at alpha = 1.5 the coarse rule's search finds it first; a refinement from W = 0 cannot leave it
@@ -171,15 +187,17 @@ def test_the_agnostic_anchor_is_the_finite_student_where_both_exist(lasso):
     q > 0, of lower training loss."""
     solver, _ = lasso
     alpha = 1.5
-    assert solver.overlaps.vanishes(solver.coarse().anchor(alpha, solver.branch("agnostic")).values)
-    vanishing = solver.vanishing_point(alpha)
+    search = AnchorSearch(solver)
+    assert solver.problem.geometry.vanishes(search.coarse()(alpha, solver.branch("agnostic")).values)
+    vanishing = search.vanishing_point(alpha)
     assert vanishing.converged
-    found = solver.anchor(alpha, solver.branch("agnostic"))
+    found = search(alpha, solver.branch("agnostic"))
     assert solver.on_branch(found, solver.branch("agnostic"))
-    assert found.values[solver.names.index("q")] > 0.1
+    assert found.values[solver.problem.layout.index("q")] > 0.1
     assert found.train_loss < 0.5 * vanishing.train_loss
 
 
+@pytest.mark.slow
 def test_alpha_c_inside_the_grid_step_where_the_high_branch_begins():
     """The paper's model at omega = 0.1, sigma = 0.3, lambda = 0.001 with the target (0.3, 0.7; 0.8,
     0.2): the semantic branch begins near alpha = 0.47 and is already below the positional one at its
@@ -190,9 +208,9 @@ def test_alpha_c_inside_the_grid_step_where_the_high_branch_begins():
         paper_model(omega=0.1, sigma=0.3, lam=0.001, A=((0.3, 0.7), (0.8, 0.2))),
         SolverSettings(quadrature=GaussHermite(12)),
     )
-    coarse = run_scan(solver.renewed(), [0.4, 0.6, 0.8], reference_error=0.0, stability=False)
+    coarse = survey(solver.renewed(), [0.4, 0.6, 0.8], reference_error=0.0, stability=False)
     assert [p.alpha for p in coarse.traces["semantic"].converged()][0] == 0.6
-    fine = run_scan(solver.renewed(), [0.5, 0.52, 0.54, 0.6], reference_error=0.0, stability=False)
+    fine = survey(solver.renewed(), [0.5, 0.52, 0.54, 0.6], reference_error=0.0, stability=False)
     assert fine.alpha_c.status == coarse.alpha_c.status == "found"
     assert fine.alpha_c.bracket == (0.5, 0.52) and coarse.alpha_c.bracket == (0.4, 0.6)
     assert abs(coarse.alpha_c.value - fine.alpha_c.value) < 1e-6

@@ -8,6 +8,7 @@ silent nonsense. Nothing here starts a computation with valid input.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -29,13 +30,16 @@ import attnphase as ap
 from attnphase.experiments import parsing
 from attnphase.experiments.cli import app
 from attnphase.experiments.histogram import HistogramSettings
-from attnphase.experiments.scan_study import solver_settings
-from attnphase.experiments.simulation import SimulationSettings
+from attnphase.experiments.options import ScanOptions
 from attnphase.experiments.study import output_directory
+from attnphase.experiments.training import SimulationSettings
 from attnphase.replica import declaration
 from attnphase.replica.declaration import Interval
-from attnphase.saddle import quadrature, validation
-from attnphase.saddle.settings import ProxSettings, SolverSettings
+from attnphase.saddle import validation
+from attnphase.saddle.quadrature import rules as quadrature
+from attnphase.saddle.quadrature.check import CHECK_LOG2_POINTS
+from attnphase.saddle.settings import SolverSettings
+from attnphase.saddle.tuning import Tuning
 
 EXAMPLES = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 #: Fewer examples for a command (each one a whole, if short, command-line invocation).
@@ -79,6 +83,24 @@ def _settings(kind: type, name: str, value: object) -> object:
     return made.validate() if hasattr(made, "validate") else made
 
 
+def _tuned(part: str, knob: str, value: object) -> Tuning:
+    """The default tuning with the field ``knob`` of its ``part`` set to ``value``."""
+    return Tuning().replaced(**{part: {knob: value}})
+
+
+def _allowed(part: str, knob: str) -> Interval:
+    """The range the tuning declares for the field ``knob`` of its ``part``."""
+    (spec,) = [f for f in dataclasses.fields(getattr(Tuning(), part)) if f.name == knob]
+    return spec.metadata["allowed"]
+
+
+#: The numeric knobs of the prox and of the root search and acceptance (what ``ProxSettings`` and
+#: ``SolverSettings`` held before the tuning did), as (part, field).
+KNOBS = [("prox", "extra_directions"), ("prox", "gradient_tolerance"), ("prox", "max_iterations")]
+KNOBS += [("roots", "tolerance"), ("roots", "max_evaluations"), ("roots", "damping")]
+KNOBS += [("acceptance", "residual"), ("acceptance", "energy"), ("acceptance", "prox_weight"), ("acceptance", "kink")]
+
+
 #: (builder of one value, the parameter named in the error, its range)
 API_PARAMETERS: list[tuple[str, Callable[[object], object], str, Interval]] = [
     ("paper_model omega", lambda v: ap.paper_model(omega=v), "omega", declaration.OMEGA),
@@ -119,11 +141,8 @@ API_PARAMETERS: list[tuple[str, Callable[[object], object], str, Interval]] = [
     ("check_alpha", validation.check_alpha, "alpha", validation.ALPHA),
     ("parse_alphas", lambda v: parsing.parse_alphas([1.0, v]), "alphas", validation.ALPHA),
     ("parse_dims", lambda v: parsing.parse_dims([100, v]), "dims", parsing.DIMENSION),
-    *[(f"ProxSettings {n}", partial(_settings, ProxSettings, n), n, r) for n, r in validation.PROX_RANGES.items()],
-    *[
-        (f"SolverSettings {n}", partial(_settings, SolverSettings, n), n, r)
-        for n, r in validation.SOLVER_RANGES.items()
-    ],
+    *[(f"tuning {p}.{n}", partial(_tuned, p, n), n, _allowed(p, n)) for p, n in KNOBS],
+    ("SolverSettings seed", partial(_settings, SolverSettings, "seed"), "seed", validation.SEED),
     ("simulation d", partial(_settings, SimulationSettings, "d"), "d", parsing.DIMENSION),
     ("simulation alphas", lambda v: SimulationSettings(alphas=(1.0, v)).validate(), "alpha", validation.ALPHA),
     ("simulation seeds", partial(_settings, SimulationSettings, "seeds"), "seeds", parsing.SEED_COUNT),
@@ -137,9 +156,10 @@ API_PARAMETERS: list[tuple[str, Callable[[object], object], str, Interval]] = [
 API_IDS = [case[0] for case in API_PARAMETERS]
 #: Parameters for which ``None`` is allowed (the optimiser's default learning rate; the prox's
 #: default random start directions).
-OPTIONAL = {"simulation lr", "ProxSettings extra_directions"}
+OPTIONAL = {"simulation lr", "tuning prox.extra_directions"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "build", "name", "interval"), API_PARAMETERS, ids=API_IDS)
 @EXAMPLES
 @given(data=st.data())
@@ -191,10 +211,10 @@ NOT_ZERO = Interval(1, 1)  # marker: --threshold-order 0 means "the scan's rule"
 CLI_OPTIONS: list[tuple[str, str, Interval, str]] = [
     *[("scan", option, interval, name) for option, interval, name in MODEL_OPTIONS],
     ("scan", "--alphas", validation.ALPHA, "alphas"),
-    ("scan", "--order", quadrature.GAUSS_HERMITE_ORDER, "Gauss-Hermite order"),
+    ("scan", "--order", quadrature.GAUSS_HERMITE_ORDER, "order"),
     ("scan", "--seed", validation.SEED, "seed"),
     ("scan", "--threshold-order", quadrature.GAUSS_HERMITE_ORDER, "threshold_order"),
-    ("scan", "--error-check", quadrature.CHECK_LOG2_POINTS, "error_check"),
+    ("scan", "--error-check", CHECK_LOG2_POINTS, "error_check"),
     ("scan", "--prune", quadrature.PRUNE, "prune"),
     *[("equations", option, interval, name) for option, interval, name in MODEL_OPTIONS],
     *[("simulate", option, interval, name) for option, interval, name in MODEL_OPTIONS],
@@ -246,6 +266,7 @@ def _invoke(command: str, arguments: list[str], out: Path | None) -> tuple[int, 
     return result.exit_code, [line for line in result.output.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("command", "option", "interval", "name"), CLI_OPTIONS, ids=CLI_IDS)
 @COMMAND_EXAMPLES
 @given(data=st.data())
@@ -293,7 +314,7 @@ PROBE_OPTIONS = [
     ("scan", ["--alphas", "1:inf:1", "--order", "6"], "alphas must be in [1e-06, 10000]; got inf"),
     ("scan", ["--alphas", "0.5:1e6:1e-6", "--order", "6"], "alphas must be in [1e-06, 10000]; got 1000000.0"),
     ("scan", ["--alphas", "0.5:1000:1e-6", "--order", "6"], "alphas must have at most 2000 values"),
-    ("scan", ["--order", "1000", "--alphas", "2.0"], "Gauss-Hermite order must be an integer in [2, 64]; got 1000"),
+    ("scan", ["--order", "1000", "--alphas", "2.0"], "order must be an integer in [2, 64]; got 1000"),
     ("scan", ["--threshold-order", "1000", *TINY_SCAN[:4]], "threshold_order must be an integer in [2, 64]; got 1000"),
     ("scan", ["--seed", "-1", *TINY_SCAN], "seed must be an integer in [0, 4294967295]; got -1"),
     ("scan", ["--sigma", "1e300", *TINY_SCAN], "sigma must be in [0.001, 1000]; got 1e+300"),
@@ -420,6 +441,13 @@ def test_output_directory_refuses_a_read_only_location(tmp_path):
 # --------------------------------------------------------------------------- the API's probe cases
 
 nan, inf = math.nan, math.inf
+
+
+def _scan_settings(**options):
+    """The solver settings a scan of the paper's model runs with under ``options``."""
+    return ScanOptions(**options).settings(ap.paper_model())
+
+
 API_PROBE = [
     (lambda: ap.GaussianTokens.isotropic(2, 1e300), ValueError, "sigma must be in [0.001, 1000]; got 1e+300"),
     (lambda: ap.GaussianTokens.isotropic(2, "0.5"), TypeError, "sigma must be in [0.001, 1000]; got '0.5'"),
@@ -436,17 +464,25 @@ API_PROBE = [
     (lambda: _model(tokens=None), TypeError, "tokens must be a GaussianTokens or GaussianMixtureTokens; got None"),
     (lambda: ap.GaussHermite(1000), ValueError, "Gauss-Hermite order must be an integer in [2, 64]; got 1000"),
     (lambda: ap.ScrambledSobol(seed=-1), ValueError, "seed must be an integer in [0, 4294967295]; got -1"),
-    (lambda: SolverSettings(tolerance=-1), ValueError, "tolerance must be in (0, 0.001]; got -1"),
-    (lambda: SolverSettings(tolerance=nan), ValueError, "tolerance must be in (0, 0.001]; got nan"),
+    (lambda: _tuned("roots", "tolerance", -1), ValueError, "tolerance must be in (0, 0.001]; got -1"),
+    (lambda: _tuned("roots", "tolerance", nan), ValueError, "tolerance must be in (0, 0.001]; got nan"),
     (lambda: SolverSettings(quadrature=20), TypeError, "quadrature must be a GaussHermite or ScrambledSobol rule"),
-    (lambda: SolverSettings(method="secant"), ValueError, "method must be one of newton, broyden, hybr, damped"),
-    (lambda: ProxSettings(seed=-1), ValueError, "seed must be an integer in [0, 4294967295]; got -1"),
-    (lambda: ProxSettings(max_iterations=0), ValueError, "max_iterations must be an integer in [1, 10000]; got 0"),
-    (lambda: ProxSettings(gradient_tolerance=nan), ValueError, "gradient_tolerance must be in (0, 0.001]; got nan"),
-    (lambda: solver_settings(threshold_order=1000), ValueError, "threshold_order must be an integer in [2, 64]"),
-    (lambda: solver_settings(error_check=30), ValueError, "error_check must be an integer in [4, 20]; got 30"),
-    (lambda: solver_settings(prune=1.5), ValueError, "prune must be in [0, 1); got 1.5"),
-    (lambda: solver_settings("sobol", 12, threshold_order=0, prune=-1), ValueError, "prune must be in [0, 1); got -1"),
+    (lambda: _tuned("roots", "method", "secant"), ValueError, "method must be one of newton, broyden, hybr, damped"),
+    (lambda: SolverSettings(seed=-1), ValueError, "seed must be an integer in [0, 4294967295]; got -1"),
+    (lambda: _tuned("prox", "max_iterations", 0), ValueError, "max_iterations must be an integer in [1, 10000]; got 0"),
+    (
+        lambda: _tuned("prox", "gradient_tolerance", nan),
+        ValueError,
+        "gradient_tolerance must be in (0, 0.001]; got nan",
+    ),
+    (lambda: _scan_settings(threshold_order=1000), ValueError, "threshold_order must be an integer in [2, 64]"),
+    (lambda: _scan_settings(error_check=30), ValueError, "error_check must be an integer in [4, 20]; got 30"),
+    (lambda: _scan_settings(prune=1.5), ValueError, "prune must be in [0, 1); got 1.5"),
+    (
+        lambda: _scan_settings(quadrature="sobol", order=12, threshold_order=0, prune=-1),
+        ValueError,
+        "prune must be in [0, 1); got -1",
+    ),
     (lambda: ap.QuadratureCheck(3), ValueError, "check log2_points must be an integer in [4, 20]; got 3"),
     (lambda: ap.QuadratureCheck(scramblings=1), ValueError, "check scramblings must be an integer in [2, 64]; got 1"),
     (lambda: SolverSettings(error_check=12), TypeError, "error_check must be a QuadratureCheck or None; got 12"),

@@ -5,6 +5,7 @@ admits, solved."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -32,7 +33,8 @@ from attnphase.replica.declaration import (
 )
 from attnphase.replica.saddle_equations import derive
 from attnphase.replica.variants import VARIANTS, variant
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.search.anchors import AnchorSearch
 
 
 def test_every_variant_builds_at_its_defaults_and_names_its_parameters():
@@ -117,17 +119,19 @@ def test_command_line_model_errors_are_one_line(arguments, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_a_spectrum_of_two_equal_atoms_is_the_isotropic_model():
     """Two atoms carrying the same variance are one atom (THEORY.md sec. 1): the semantic fixed point of
     the spectrum variant equals the paper's at sigma = 0.6, whatever the atoms' shares."""
     spectrum = make_solver(variant("spectrum").model({"sigma_1": 0.6, "sigma_2": 0.6, "weight_1": 0.3}))
     paper = make_solver(paper_model(sigma=0.6))
-    first, second = (s.anchor(1.5, s.branch("semantic")) for s in (spectrum, paper))
+    first, second = (AnchorSearch(s)(1.5, s.branch("semantic")) for s in (spectrum, paper))
     assert first.converged and second.converged and first.branch == second.branch == "semantic"
     np.testing.assert_allclose(first.values, second.values, rtol=1e-8, atol=1e-12)
     assert first.row()["train_loss"] == pytest.approx(second.row()["train_loss"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_third_token_without_encoding_keeps_the_order_parameters_and_prior_side_of_two():
     """L = 3 with ``p_3 = 0``, a token of the same law as the others and a target that leaves it alone
     (THEORY.md sec. 1-4). The order parameters describe ``Q`` against the encodings and the teacher, and
@@ -188,6 +192,7 @@ def test_studies_of_the_two_minima_refuse_a_declaration_without_both_families(tm
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_the_finite_size_study_runs_on_a_mixture_with_family_norms():
     """Per-cluster theta and two m directions: the study compares |m| and |theta|, the family norms."""
     model = variant("mixture").model()
@@ -199,12 +204,27 @@ def test_the_finite_size_study_runs_on_a_mixture_with_family_norms():
         for quantity in ("train_loss", "test_error", family)
     }
     solver = make_solver(model)
-    point = solver.anchor(1.5, solver.branch("semantic"))
+    point = AnchorSearch(solver)(1.5, solver.branch("semantic"))
     values = dict(zip(point.names, point.values, strict=True))
     expected = np.hypot(values["theta_1"], values["theta_2"])
     np.testing.assert_allclose(gaps.loc[("semantic", "theta"), "theory"], expected, rtol=1e-8)
 
 
+def test_a_scan_of_the_paper_variant_records_the_parameters_set(tmp_path):
+    out = tmp_path / "scan"
+    arguments = ["scan", "--model", "paper", "--set", "sigma=0.4", "--set", "lambda=0.02", "--out", str(out)]
+    arguments += ["--alphas", "2.0", "--order", "6", "--threshold-order", "0", "--no-stability"]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    thresholds = pd.read_csv(out / "thresholds.csv")
+    assert (thresholds.loc[0, "sigma"], thresholds.loc[0, "lambda"], thresholds.loc[0, "omega"]) == (0.4, 0.02, 0.3)
+    assert (
+        json.loads((out / "run.json").read_text())["model"]
+        == variant("paper").model({"sigma": 0.4, "lambda": 0.02}).record()
+    )
+
+
+@pytest.mark.slow
 def test_a_scan_of_a_chosen_model_records_its_declaration(tmp_path):
     out = tmp_path / "scan"
     arguments = ["scan", "--model", "elastic-net", "--set", "lambda_1=0.01", "--omega", "0.2", "--out", str(out)]

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from attnphase.experiments.agreement import agreement, classified, compare
 from attnphase.experiments.storage import write_table
 from attnphase.replica.variants import variant
-from attnphase.saddle.quadrature import GaussHermite
-from attnphase.saddle.scan import make_solver
+from attnphase.saddle.phases.survey import make_solver
+from attnphase.saddle.quadrature.rules import GaussHermite
 from attnphase.saddle.settings import SolverSettings
 
 HERE = Path(__file__).parent
