@@ -6,6 +6,7 @@ Build (from the repository root)::
 """
 
 import shutil
+import sys
 from importlib.metadata import version as _version
 from pathlib import Path
 
@@ -24,7 +25,11 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "myst_nb",
+    "cli_reference",  # docs/_ext: the command-line reference, generated from the typer app
 ]
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
+cli_reference_app = "attnphase.experiments.cli:app"  # every command and option of it must be documented
+cli_reference_prog = "attnphase"
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
@@ -84,7 +89,7 @@ def _alias_reexports(app, env):
 
     The top-level page documents the names of ``attnphase.__all__`` (``attnphase.FixedPoint``),
     and the module pages document the same objects where they are defined
-    (``attnphase.saddle.fixed_point.FixedPoint``). An unqualified cross-reference, such as a
+    (``attnphase.saddle.points.fixed_point.FixedPoint``). An unqualified cross-reference, such as a
     type in a signature whose annotation stayed a string, would find both; marked as an alias
     (as autodoc's ``:canonical:`` does), the top-level name still resolves when written in
     full, and an unqualified one goes to the defining module.
@@ -114,9 +119,9 @@ _SUBPACKAGES = ("replica.", "saddle.", "baseline.", "experiments.")
 def _resolve_internal(app, env, node, contnode):
     """Link a docstring's reference to one of the package's objects that the domain missed.
 
-    Docstrings name modules as the repository's folders do (``saddle.kernels`` for
-    ``attnphase.saddle.kernels``), and a docstring shown on the top-level page keeps its
-    references relative to its own module (``SaddlePointSolver.anchor``), as do annotations
+    Docstrings name modules as the repository's folders do (``saddle.prox.kernel`` for
+    ``attnphase.saddle.prox.kernel``), and a docstring shown on the top-level page keeps its
+    references relative to its own module (``SaddlePointSolver.solve``), as do annotations
     that stayed strings. The first kind is looked up under ``attnphase.``; the others link when
     exactly one object of the package ends with the name. Anything else stays plain text.
     """
