@@ -101,9 +101,9 @@ class Problem:
             gauge=Gauge(system, layout, tuning.geometry.gauge_angles),
             seeds=Seeds(geometry),
             engine=engine,
-            map=cls._map(compiled, settings, consts, engine, geometry),
+            map=cls._map(compiled, settings, consts, engine, geometry, (nodes, weights)),
             observables=observables,
-            diagnosis=Diagnosis(tuning.acceptance, layout.names, layout.conjugate_names, geometry.domain_violations),
+            diagnosis=cls._diagnosis(settings, layout, geometry),
             branches=branches_of(system),
         )
 
@@ -119,10 +119,18 @@ class Problem:
         consts: np.ndarray,
         engine: ProxEngine,
         geometry: OverlapGeometry,
+        rule: tuple[np.ndarray, np.ndarray],
     ) -> SaddleMap:
-        nodes, weights = compiled.rule(settings.quadrature)
         form, converged = settings.conjugate_form, settings.tuning.prox.converged_gradient
-        return SaddleMap(compiled, consts, engine, geometry, nodes, weights, form, converged)
+        return SaddleMap(compiled, consts, engine, geometry, *rule, form, converged)
+
+    @staticmethod
+    def _diagnosis(settings: SolverSettings, layout: ParameterLayout, geometry: OverlapGeometry) -> Diagnosis:
+        acceptance = settings.tuning.acceptance
+        return Diagnosis(acceptance, layout.names, layout.conjugate_names, geometry.domain_violations)
+
+    def _rule(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.map.nodes, self.map.weights
 
     def _with_engine(self, engine: ProxEngine, settings: SolverSettings | None = None) -> Problem:
         settings = settings or self.settings
@@ -130,7 +138,7 @@ class Problem:
             self,
             settings=settings,
             engine=engine,
-            map=self._map(self.compiled, settings, self.consts, engine, self.geometry),
+            map=self._map(self.compiled, settings, self.consts, engine, self.geometry, self._rule()),
             observables=self.observables.on(engine, self.geometry, self.consts),
         )
 
@@ -157,14 +165,9 @@ class Problem:
             patterns=patterns,
             seeds=Seeds(geometry),
             engine=engine,
-            map=self._map(self.compiled, self.settings, consts, engine, geometry),
+            map=self._map(self.compiled, self.settings, consts, engine, geometry, self._rule()),
             observables=self.observables.on(engine, geometry, consts),
-            diagnosis=Diagnosis(
-                self.settings.tuning.acceptance,
-                self.layout.names,
-                self.layout.conjugate_names,
-                geometry.domain_violations,
-            ),
+            diagnosis=self._diagnosis(self.settings, self.layout, geometry),
         )
 
     def on_rule(self, rule: QuadratureRule) -> Problem:
