@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from points import scripted_point
 
 from attnphase.saddle.geometry.branches import Branch
-from attnphase.saddle.points.checks import Check, Failure
-from attnphase.saddle.points.fixed_point import FixedPoint
 from attnphase.saddle.search.anchors import (
     AnchorSearch,
     QuadratureChecked,
@@ -26,27 +25,7 @@ AGNOSTIC = Branch("agnostic", zero=("m", "theta"))
 
 def point(label: str, converged: bool = True, loss: float = 1.0, residual: float = 1e-10, at: float = 0.0):
     """A fixed point labelled ``label``; ``at`` marks it (its first value) so a test can tell points apart."""
-    failures = () if converged else (Failure(Check.RESIDUAL, "1e-3 > 1e-8"),)
-    return FixedPoint(
-        alpha=1.0,
-        names=("m", "theta"),
-        conjugate_names=("mhat", "thetahat"),
-        values=np.array([at, 0.0]),
-        conjugates=np.zeros(2),
-        train_loss=loss,
-        energy=loss,
-        line_correction=0.0,
-        residual=residual,
-        iterations=1,
-        prox_unconverged=0,
-        failures=failures,
-        branch=label,
-        free_entropy=-loss,
-        test_error=0.0,
-        symmetry_defect=0.0,
-        quadrature="rule",
-        conjugate_form="score",
-    )
+    return scripted_point(1.0, {"m": at, "theta": 0.0}, loss, label, converged, residual)
 
 
 class ScriptedSearch(AnchorSearch):

@@ -7,10 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
+from points import scripted_point
 
 from attnphase.saddle.geometry.branches import Branch
-from attnphase.saddle.points.checks import Check, Failure
 from attnphase.saddle.points.fixed_point import FixedPoint
 from attnphase.saddle.search.arclength import ArcOutcome
 from attnphase.saddle.search.trace import EndKind
@@ -22,27 +21,7 @@ GRID = [round(0.5 + 0.1 * k, 10) for k in range(11)]  # 0.5 .. 1.5
 
 
 def point(alpha: float, label: str = "positional", converged: bool = True) -> FixedPoint:
-    failures = () if converged else (Failure(Check.RESIDUAL, "1e-3 > 1e-8"),)
-    return FixedPoint(
-        alpha=alpha,
-        names=("m",),
-        conjugate_names=("mhat",),
-        values=np.array([alpha]),
-        conjugates=np.zeros(1),
-        train_loss=alpha,
-        energy=alpha,
-        line_correction=0.0,
-        residual=1e-10,
-        iterations=1,
-        prox_unconverged=0,
-        failures=failures,
-        branch=label,
-        free_entropy=-alpha,
-        test_error=0.0,
-        symmetry_defect=0.0,
-        quadrature="rule",
-        conjugate_form="score",
-    )
+    return scripted_point(alpha, {"m": alpha}, alpha, label, converged)
 
 
 class ScriptedContinuation:
