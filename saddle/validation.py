@@ -7,7 +7,7 @@ stages (``alpha``, seeds) and the error they raise, :class:`ParameterError`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 
 from attnphase.replica.declaration import InputTypeError, Interval, shown
 
@@ -27,13 +27,6 @@ def check(value: object, parameter: str, interval: Interval) -> float:
     """``value`` if it lies in ``interval`` (as ``int`` or ``float``), else :class:`ParameterError`
     (:class:`~attnphase.replica.declaration.InputTypeError` for a wrong type) naming ``parameter``."""
     return interval.check(value, parameter, ParameterError)
-
-
-def check_fields(instance: object, ranges: Mapping[str, Interval]) -> None:
-    """Check the numeric fields of a frozen dataclass against ``ranges`` (field name -> range), naming
-    the field in the error, and store each back as a plain ``int`` or ``float``."""
-    for name, interval in ranges.items():
-        object.__setattr__(instance, name, check(getattr(instance, name), name, interval))
 
 
 def check_choice(value: object, parameter: str, choices: Collection[str]) -> str:
