@@ -18,7 +18,6 @@ import pytest
 
 from attnphase.replica.declaration import paper_model
 from attnphase.replica.variants import variant
-from attnphase.saddle.compilation.compiled import _lambdify_vector
 from attnphase.saddle.compilation.replicon import compile_replicon
 from attnphase.saddle.equations.forms import ConjugateForm
 from attnphase.saddle.phases.survey import make_solver
@@ -40,11 +39,9 @@ def trial_point(problem) -> np.ndarray:
 
 
 def student_fields(problem, params: np.ndarray) -> np.ndarray:
-    """``omega`` at every node of the problem's rule, ``(k, N)``."""
-    system = problem.map.compiled.system
-    fields = _lambdify_vector([system.nodes, system.parameters.symbols, system.constants], list(system.student_fields))
-    nodes = problem.map.nodes
-    return np.broadcast_to(fields(nodes, params, problem.map.consts), (len(system.z), nodes.shape[1]))
+    """``omega`` at every node of the problem's rule, ``(k, N)``: the declaration's first prox start."""
+    saddle_map = problem.map
+    return saddle_map.compiled.starts(saddle_map.nodes, params, saddle_map.consts, first=1)[0]
 
 
 @pytest.mark.parametrize(
@@ -60,9 +57,9 @@ def test_the_readout_of_g_g_is_the_conjugate_the_map_integrates(name):
     length, rank = model.length, model.rank
     per_token = g.reshape(-1, length, rank)
     outer = np.einsum("nla,nlb->nlab", per_token, per_token)
-    read = conjugate_readout(problem, 1.3, outer[None])[:, 0]
-    entries = compile_replicon(problem.map.compiled.system).entries
-    np.testing.assert_allclose(read, ev.conjugates[entries], rtol=1e-9)
+    pieces = compile_replicon(problem.map.compiled.system)
+    read = conjugate_readout(problem, 1.3, outer[None], pieces.incidence(problem.map.nodes))[:, 0]
+    np.testing.assert_allclose(read, ev.conjugates[pieces.entries], rtol=1e-9)
 
 
 def moved_nodes(nodes: np.ndarray, point: np.ndarray, token: int, step: float) -> np.ndarray:

@@ -36,27 +36,26 @@ def prox_response(problem: Problem, point: FixedPoint) -> np.ndarray:
     return prior @ np.linalg.solve(hessian, prior) - prior
 
 
-def conjugate_readout(problem: Problem, alpha: float, per_token: np.ndarray) -> np.ndarray:
+def conjugate_readout(problem: Problem, alpha: float, per_token: np.ndarray, incidence: np.ndarray) -> np.ndarray:
     """``(alpha / kappa_e) E[sum_l <D_e,l, X_l>]`` for every ``q`` entry ``e``, of the per-node, per-token
-    matrices ``X`` (``(F, N, L, r, r)``): how a ``qhat`` entry sums the tokens' ``g g^T`` (or any change of
-    it), one column per leading index of ``X``."""
+    matrices ``X`` (``(F, N, L, r, r)``) with ``incidence`` ``D`` at the rule's nodes (``(E, N, L, r, r)``):
+    how a ``qhat`` entry sums the tokens' ``g g^T`` (or any change of it), one column per leading index
+    of ``X``."""
     saddle_map = problem.map
-    pieces = compile_replicon(saddle_map.compiled.system)
-    incidence = pieces.incidence(saddle_map.nodes)  # (E, N, L, r, r)
+    multiplicity = compile_replicon(saddle_map.compiled.system).multiplicity
     summed = np.einsum("n,enlad,fnlad->ef", saddle_map.weights, incidence, per_token)
-    return alpha * summed / pieces.multiplicity[:, None]
+    return alpha * summed / multiplicity[:, None]
 
 
-def output_response(problem: Problem, point: FixedPoint, slope: np.ndarray | None = None) -> np.ndarray:
+def output_response(problem: Problem, point: FixedPoint) -> np.ndarray:
     """``O[e, f] = d qhat_e / d q_f`` of an independent fluctuation of the fields (module docstring), on the
-    ``q`` entries; ``slope``: ``G`` at every node if known (by default :func:`prox_response`)."""
+    ``q`` entries."""
     system = problem.map.compiled.system
-    slope = prox_response(problem, point) if slope is None else slope
     length, rank = system.model.length, system.model.rank
-    blocks = slope.reshape(-1, length, rank, length, rank)
+    blocks = prox_response(problem, point).reshape(-1, length, rank, length, rank)
     incidence = compile_replicon(system).incidence(problem.map.nodes)  # (E, N, L, r, r)
     moved = np.einsum("nlaub,fnubc,nlduc->fnlad", blocks, incidence, blocks)
-    return conjugate_readout(problem, point.alpha, moved)
+    return conjugate_readout(problem, point.alpha, moved, incidence)
 
 
 def input_response(problem: Problem, point: FixedPoint) -> np.ndarray:
