@@ -57,6 +57,7 @@ from attnphase.saddle.tuning import Tuning
 
 if TYPE_CHECKING:
     from attnphase.experiments.finite_size import FiniteSizeResult, finite_size
+    from attnphase.experiments.gamp_study import GampResult, gamp
     from attnphase.experiments.histogram import HistogramResult, histogram
     from attnphase.experiments.simulate import SimulationResult, simulate
     from attnphase.experiments.uninformed import UninformedResult, uninformed
@@ -75,6 +76,8 @@ _LAZY = {
     "uninformed": "attnphase.experiments.uninformed",
     "UninformedResult": "attnphase.experiments.uninformed",
     "histogram": "attnphase.experiments.histogram",
+    "gamp": "attnphase.experiments.gamp_study",
+    "GampResult": "attnphase.experiments.gamp_study",
     "HistogramResult": "attnphase.experiments.histogram",
 }
 
@@ -101,6 +104,7 @@ __all__ = [
     "GaussHermite",
     "GaussianMixtureTokens",
     "GaussianTokens",
+    "GampResult",
     "HistogramResult",
     "LandscapeResult",
     "MixedPositionalTeacher",
@@ -123,6 +127,7 @@ __all__ = [
     "derive",
     "finite_size",
     "fixed_point",
+    "gamp",
     "histogram",
     "landscape",
     "paper_model",

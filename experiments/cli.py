@@ -442,6 +442,59 @@ def reporting_interrupts(command: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+@app.command()
+@with_model
+def gamp(
+    out: Out = Path("attnphase-gamp"),
+    *,
+    model: AttentionModel,
+    alpha: Annotated[float, typer.Option(help="Sample complexity n/d.")] = 1.5,
+    d: Dimension = 500,
+    init: Annotated[str, typer.Option(help="Initial weights: positional, semantic or random.")] = "semantic",
+    trained: Annotated[
+        bool, typer.Option(help="Start at the L-BFGS minimum the initial weights lead to (consistent variances).")
+    ] = False,
+    prox: Annotated[
+        str, typer.Option(help="Each sample's stationary point: global (the theory's) or followed (local).")
+    ] = "global",
+    seed: Annotated[int, typer.Option(help="Seed of the training set and the random starts.")] = 0,
+    iterations: Annotated[int, typer.Option(help="At most this many GAMP steps.")] = 200,
+    tolerance: Annotated[float, typer.Option(help="Stop once the relative step of Q is below this.")] = 1e-8,
+    damping: Annotated[float, typer.Option(help="Fraction of each update taken, in (0, 1].")] = 0.2,
+    state_evolution: Annotated[
+        bool, typer.Option(help="Iterate the saddle-point map beside GAMP from the same overlaps.")
+    ] = True,
+    overwrite: Overwrite = False,
+) -> None:
+    """GAMP on one training set (paper App. B.2) beside its state evolution, and per sample whether its field
+    is the global minimiser of its envelope.
+
+    Writes OUT/gamp_iterations.csv (per iteration and source: overlaps, V, step, eps_t, gradient norm),
+    OUT/gamp_samples.csv (per sample at the end state: envelope at GAMP's point and at the global
+    minimiser, their gap, at_global), OUT/gamp.png and .pdf, and OUT/run.json (settings, outcome, versions).
+    """
+    from attnphase.experiments.gamp_study import gamp as run
+
+    with user_errors():
+        result = run(
+            model,
+            alpha,
+            d=d,
+            init=init,
+            trained=trained,
+            prox=prox,
+            seed=seed,
+            iterations=iterations,
+            tolerance=tolerance,
+            damping=damping,
+            state_evolution=state_evolution,
+            out=out,
+            overwrite=overwrite,
+            progress=None,
+        )
+    typer.echo(f"{result.summary()}; files in {out}/")
+
+
 # the one place where every command, registered above, learns to report an interrupt
 for _command in app.registered_commands:
     _command.callback = reporting_interrupts(_command.callback)

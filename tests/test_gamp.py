@@ -1,0 +1,98 @@
+"""GAMP on data (paper App. B.2): its pieces against the training objective, its fixed points against
+the training loss's stationary points and the state evolution."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import attnphase as ap
+from attnphase.experiments.gamp import Denoiser, GampTuning, ProxRule, newton, prox
+from attnphase.experiments.gamp_study import GampSettings
+from attnphase.experiments.training import (
+    SimulationSettings,
+    initial_weights,
+    objective_and_gradient,
+    training_data,
+)
+
+
+def _gamp(model, alpha, d, init="semantic", rule=ProxRule.FOLLOWED):
+    from attnphase.experiments.gamp import Gamp
+
+    simulation = SimulationSettings.of_model(model, d=d, alphas=(alpha,), seeds=(0,), inits=(init,)).validate()
+    data = training_data(alpha, [0], simulation)
+    finite = simulation.finite
+    l1, l2 = model.regulariser.separable_weights()
+    gamp = Gamp(data, finite, Denoiser(l1, l2, finite.rank), rule, GampTuning(), 0)
+    return gamp, data, simulation
+
+
+def test_sample_losses_add_up_to_the_training_objective_and_its_gradient():
+    """sum_mu l_mu(F_mu Q) + l2 |Q|^2 / 2 is the simulator's objective, and F^T grad l + l2 Q its gradient."""
+    model = ap.paper_model(omega=0.4, lam=0.05)
+    gamp, data, simulation = _gamp(model, 1.2, 60)
+    q = initial_weights("random", [0], data, simulation)[0] * 5
+    h = gamp.fields(q)
+    value, grad, _ = gamp.losses.derivatives(h, torch.arange(h.shape[0]))
+    l2 = model.regulariser.separable_weights()[1]
+    expected, expected_grad = objective_and_gradient(q[None], data, simulation)
+    assert float(value.sum() + 0.5 * l2 * (q * q).sum()) == pytest.approx(float(expected[0]), rel=1e-12)
+    n, length, _ = gamp.f.shape
+    chained = torch.einsum("nli,nla->ia", gamp.f, grad.reshape(n, length, -1)) + l2 * q
+    torch.testing.assert_close(chained, expected_grad[0], rtol=1e-10, atol=1e-12)
+
+
+def test_the_hessian_is_the_derivative_of_the_gradient():
+    """The per-sample Hessian equals central differences of the per-sample gradient."""
+    gamp, data, simulation = _gamp(ap.paper_model(omega=0.2), 1.0, 40)
+    h = gamp.fields(initial_weights("random", [0], data, simulation)[0] * 8)
+    samples = torch.arange(h.shape[0])
+    _, _, hess = gamp.losses.derivatives(h, samples)
+    step = 1e-5
+    for j in range(h.shape[1]):
+        e = torch.zeros_like(h)
+        e[:, j] = step
+        up, down = gamp.losses.derivatives(h + e, samples)[1], gamp.losses.derivatives(h - e, samples)[1]
+        torch.testing.assert_close(hess[:, :, j], (up - down) / (2 * step), rtol=1e-5, atol=1e-8)
+
+
+def test_newton_ends_at_a_stationary_point_and_the_global_rule_at_the_lowest():
+    """Each row's Newton meets the gradient tolerance; the global rule's value is at most that of Newton
+    from omega and from zero, at every sample."""
+    gamp, data, simulation = _gamp(ap.paper_model(omega=0.15), 2.0, 50)
+    state = gamp.start(initial_weights("positional", [0], data, simulation)[0] * 40, 30.0)
+    envelopes = gamp.envelopes(state)
+    tuning = GampTuning()
+    best = prox(envelopes, ProxRule.GLOBAL, None, gamp.directions, tuning)
+    assert bool(best.converged.all())
+    assert float(envelopes.derivatives(best.z)[1].norm(dim=-1).max()) <= tuning.prox_tolerance
+    for start in (envelopes.omega, torch.zeros_like(envelopes.omega)):
+        single = newton(envelopes, start, tuning)
+        assert bool((best.value <= single.value + 1e-14).all())
+
+
+@pytest.mark.parametrize("l1", [0.0, 0.3])
+def test_the_denoiser_minimises_the_input_objective(l1):
+    """w = argmin l1 |w| + l2 w^2/2 + A w^2/2 - b w at rank 1, against a dense grid."""
+    denoiser = Denoiser(l1, 0.1, 1)
+    a = torch.tensor([[[0.5]], [[2.0]], [[0.05]]], dtype=torch.float64)
+    b = torch.tensor([[0.2], [-1.5], [0.7]], dtype=torch.float64)
+    w, _ = denoiser(a, b)
+    grid = np.linspace(-40, 40, 800_001)
+    for i in range(3):
+        objective = l1 * np.abs(grid) + 0.5 * (0.1 + float(a[i, 0, 0])) * grid**2 - float(b[i, 0]) * grid
+        assert float(w[i, 0]) == pytest.approx(grid[np.argmin(objective)], abs=2e-4)
+
+
+def test_bad_settings_are_named():
+    model = ap.paper_model()
+    with pytest.raises(ValueError, match="init"):
+        GampSettings(model, init="sideways")
+    with pytest.raises(ValueError, match="damping"):
+        GampTuning(damping=1.5)
+    with pytest.raises(ValueError, match="prox"):
+        ap.gamp(model, prox="nearest", d=20, progress=False)
+    with pytest.raises(ValueError, match="regulariser"):
+        Denoiser(0.1, 0.1, 2)
