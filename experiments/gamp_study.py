@@ -53,6 +53,9 @@ GREEK = ("theta", "mu", "rho")
 #: The initial weights a run can start from (those of a simulation).
 INITS = ("positional", "semantic", "random")
 
+#: The columns of :func:`sample_classes` (empty where the end state is not finite).
+CLASS_COLUMNS = ("sample", "envelope", "global_envelope", "gap", "distance", "smallest_curvature", "at_global")
+
 #: Relative gap ``(M(z*) - M_global) / |M_global|`` below which a sample's stationary point is the global one.
 GLOBAL_GAP = 1e-9
 
@@ -211,7 +214,8 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
             if step < settings.tolerance:
                 converged = True
                 break
-    classes = sample_classes(gamp, state)
+    finite_end = bool(torch.isfinite(state.q).all() and torch.isfinite(state.s).all())
+    classes = sample_classes(gamp, state) if finite_end else pd.DataFrame(columns=list(CLASS_COLUMNS))
     iterations = pd.DataFrame(rows)
     if settings.state_evolution:
         iterations = pd.concat([iterations, state_evolution(settings, iterations.iloc[0], len(rows) - 1)])
@@ -221,7 +225,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
         "iterations": len(rows) - 1,
         "final_step": rows[-1]["step"],
         "gradient_norm": rows[-1]["gradient_norm"],
-        "at_global": float(classes["at_global"].mean()),
+        "at_global": float(classes["at_global"].mean()) if finite_end else None,
         "start_at_global": float(sample_classes(gamp, start_state)["at_global"].mean()) if settings.trained else None,
     }
     return iterations.reset_index(drop=True), classes, summary
@@ -310,7 +314,8 @@ class GampResult(StudyResult):
         state = "converged" if o["converged"] else "not converged"
         return (
             f"GAMP {state} after {o['iterations']} steps (step {o['final_step']:.1e}, gradient "
-            f"{o['gradient_norm']:.1e}); samples at their envelope's global minimiser: {o['at_global']:.1%}"
+            f"{o['gradient_norm']:.1e}); samples at their envelope's global minimiser: "
+            + ("none classified (non-finite end state)" if o["at_global"] is None else f"{o['at_global']:.1%}")
         )
 
 
