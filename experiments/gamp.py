@@ -11,7 +11,7 @@ with ``k = L r`` output coordinates per sample and an ``r x r`` variance per inp
   ``M_mu(z) = (z - omega)^T V^{-1} (z - omega) / 2 + l_mu(z)`` (:class:`ProxRule`),
   ``g_mu = V^{-1} (z* - omega)`` and ``dg_mu = V^{-1} H^{-1} V^{-1} - V^{-1}`` (``H`` the Hessian of ``M_mu``);
 * input: ``A_i = - sum_mu F_mu,.i^T dg_mu F_mu,.i``, ``b_i = sum_mu F_mu,.i^T g_mu + A_i Q_i`` and the
-  regulariser's denoiser ``Q_i = argmin_w g(w) + w^T A_i w / 2 - w . b_i`` with its derivative ``s_i``;
+  regulariser's denoiser ``Q_i = argmin_w g(w) + w^T A_i w / 2 - b_i^T w`` with its derivative ``s_i``;
   ``Q`` and ``s`` are damped.
 
 At a fixed point ``z*_mu = F_mu Q`` and ``l2 Q = sum_mu F_mu^T g_mu = - sum_mu F_mu^T grad l_mu``: the
@@ -44,7 +44,7 @@ class GampTuning:
     ``prox_tolerance`` and ``prox_iterations``, the ``directions`` of the global rule's shifted starts,
     and the smallest eigenvalue ``floor`` Newton's Hessian is shifted to."""
 
-    damping: float = 0.5
+    damping: float = 0.2
     prox_tolerance: float = 1e-9
     prox_iterations: int = 100
     directions: int = 4
@@ -221,7 +221,7 @@ class GampState:
 
 
 class Denoiser:
-    """The regulariser's input channel ``w_i = argmin g(w) + w^T A_i w / 2 - w . b_i`` and ``dw/db``, for
+    """The regulariser's input channel ``w_i = argmin g(w) + w^T A_i w / 2 - b_i^T w`` and ``dw/db``, for
     ``g(w) = l1 |w|_1 + l2 |w|^2 / 2`` (the declaration's :meth:`separable_weights`; ``l1`` at rank 1)."""
 
     def __init__(self, l1: float, l2: float, rank: int) -> None:

@@ -111,26 +111,86 @@ def response_parameters(finite: FiniteModel, s: torch.Tensor) -> dict[str, float
     return values
 
 
+class VarianceMap:
+    """At a stationary point ``q`` of the training loss, the input variances ``s -> denoiser'(A(s))`` with
+    every sample's ``z* = F Q`` and ``g`` the negative loss gradient there (App. B.4 read backwards):
+    ``A(s) = -sum_mu F^T dg F``, ``dg = P (K + P)^{-1} P - P`` with ``P = V(s)^{-1}`` and ``K`` the loss's
+    Hessian at ``z*``. A sample with ``K`` not positive definite turns ``K + P`` singular as ``V`` grows:
+    :meth:`smallest_curvature` says how far from that ``s`` is."""
+
+    def __init__(self, gamp: Gamp, q: torch.Tensor) -> None:
+        self.gamp, self.q = gamp, q
+        self.h = gamp.fields(q)
+        _, self.grad, self.hess = gamp.losses.derivatives(self.h, torch.arange(self.h.shape[0]))
+
+    def curvature_and_derivative(self, s: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """The smallest eigenvalue of ``K + P`` over samples, and ``dg`` at ``s``."""
+        p = torch.linalg.inv(self.gamp.variances(s))
+        envelope_hessian = self.hess + p
+        dg = p @ torch.linalg.solve(envelope_hessian, p) - p
+        return float(torch.linalg.eigvalsh(envelope_hessian)[:, 0].min()), dg
+
+    def __call__(self, s: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+        """The denoiser's variances at ``A(s)``, the smallest envelope curvature and ``dg`` at ``s``."""
+        curvature, dg = self.curvature_and_derivative(s)
+        return self.gamp.input(-self.grad, dg, self.q)[1], curvature, dg
+
+    def state(self, s: torch.Tensor, dg: torch.Tensor) -> GampState:
+        """GAMP's state at ``q`` with variances ``s``: ``z* = F Q``, ``g = -grad l``."""
+        return GampState(self.q, s, self.q, -self.grad, dg, self.h)
+
+
+def uniform_root(variances: VarianceMap, d: int, r: int, steps: int = 200) -> torch.Tensor | None:
+    """The smallest ``v`` with ``mean denoiser'(A(v I)) = v`` on the branch that starts at ``v -> 0`` (where
+    every envelope is convex at ``z*``), by a geometric scan and bisection; ``None`` if the envelopes of
+    some samples stop being convex at ``z*`` before it."""
+
+    def excess(v: float) -> tuple[float, float]:
+        new, curvature, _ = variances(v * torch.eye(r, dtype=variances.q.dtype).expand(d, r, r))
+        return float(new.diagonal(dim1=-2, dim2=-1).mean()) - v, curvature
+
+    low, high = 1e-3, None
+    for _ in range(steps):
+        trial = low * 1.25
+        gap, curvature = excess(trial)
+        if curvature <= 0:
+            return None
+        if gap < 0:
+            high = trial
+            break
+        low = trial
+    if high is None:
+        return None
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        gap, curvature = excess(middle)
+        low, high = (middle, high) if gap > 0 and curvature > 0 else (low, middle)
+    return high * torch.eye(r, dtype=variances.q.dtype).expand(d, r, r).clone()
+
+
 def consistent_state(
-    gamp: Gamp, q: torch.Tensor, sweeps: int = 200, tolerance: float = 1e-12
+    gamp: Gamp, q: torch.Tensor, sweeps: int = 500, tolerance: float = 1e-10
 ) -> tuple[GampState, bool]:
-    """GAMP's state at a stationary point ``q`` of the training loss: every sample's ``z* = F Q``, ``g`` the
-    negative loss gradient there, and the input variances at the fixed point of ``s -> denoiser'(A(s))``,
-    ``A`` from the Hessians at ``z*`` (App. B.4 read backwards, averaged iteration), and whether that fixed
-    point was reached to ``tolerance`` in ``sweeps``."""
-    h = gamp.fields(q)
-    samples = torch.arange(h.shape[0])
-    _, grad, hess = gamp.losses.derivatives(h, samples)
-    state = gamp.start(q, 1.0)
+    """GAMP's state at a stationary point ``q`` of the training loss (:class:`VarianceMap`): the uniform
+    variances of :func:`uniform_root`, refined coordinate by coordinate by the averaged iteration of the
+    map while every envelope stays convex at ``z*``; and whether the per-coordinate fixed point was reached
+    to ``tolerance``. Without a uniform root, the variances ``I`` and ``False``."""
+    d, r = q.shape
+    variances = VarianceMap(gamp, q)
+    s = uniform_root(variances, d, r)
+    if s is None:
+        start = torch.eye(r, dtype=q.dtype).expand(d, r, r).clone()
+        return variances.state(start, variances.curvature_and_derivative(start)[1]), False
     for _ in range(sweeps):
-        p = torch.linalg.inv(gamp.variances(state.s))
-        dg = p @ torch.linalg.solve(hess + p, p) - p
-        _, s = gamp.input(-grad, dg, q)
-        change = float((s - state.s).abs().max() / state.s.abs().max())
-        state = GampState(q, 0.5 * (s + state.s), q, -grad, dg, h)
+        new, curvature, dg = variances(s)
+        change = float((new - s).abs().max() / s.abs().max())
+        if curvature <= 0 or not math.isfinite(change):
+            break
         if change < tolerance:
-            return state, True
-    return state, False
+            return variances.state(s, dg), True
+        s = 0.5 * (new + s)
+    s = uniform_root(variances, d, r)
+    return variances.state(s, variances.curvature_and_derivative(s)[1]), False
 
 
 def field_envelopes(gamp: Gamp, state: GampState) -> tuple[Envelopes, torch.Tensor]:
@@ -252,7 +312,7 @@ def state_evolution(settings: GampSettings, start: pd.Series, steps: int) -> pd.
 def gamp_figure(iterations: pd.DataFrame, names: tuple[str, ...]) -> Figure:
     """The overlaps per iteration (GAMP markers, the state evolution lines) and GAMP's relative step and
     training-loss gradient on a log scale."""
-    fig = Figure(figsize=(9, 3.8), layout="constrained")
+    fig = Figure(figsize=(9, 4.4), layout="constrained")
     left, right = fig.subplots(1, 2)
     gamp_rows = iterations[iterations["source"] == "gamp"]
     se_rows = iterations[iterations["source"] == "state_evolution"]
@@ -264,7 +324,7 @@ def gamp_figure(iterations: pd.DataFrame, names: tuple[str, ...]) -> Figure:
             left.plot(se_rows["iteration"], se_rows[name], "-", color=colour, label=f"${symbol}$ state evolution")
     left.set_xlabel("iteration $t$")
     left.set_ylabel("overlap")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     right.semilogy(gamp_rows["iteration"], gamp_rows["step"], label=r"$|Q_{t} - Q_{t-1}| / |Q_{t-1}|$")
     right.semilogy(gamp_rows["iteration"], gamp_rows["gradient_norm"], label=r"$|\nabla E(Q_t)|$")
     right.set_xlabel("iteration $t$")

@@ -9,7 +9,7 @@ import torch
 
 import attnphase as ap
 from attnphase.experiments.gamp import Denoiser, GampTuning, ProxRule, newton, prox
-from attnphase.experiments.gamp_study import GampSettings
+from attnphase.experiments.gamp_study import GampSettings, run_gamp
 from attnphase.experiments.training import (
     SimulationSettings,
     initial_weights,
@@ -96,3 +96,32 @@ def test_bad_settings_are_named():
         ap.gamp(model, prox="nearest", d=20, progress=False)
     with pytest.raises(ValueError, match="regulariser"):
         Denoiser(0.1, 0.1, 2)
+
+
+def _run(model, alpha, d, init, **options):
+    return run_gamp(GampSettings(model, alpha, d, init, **options))
+
+
+@pytest.mark.slow
+def test_started_at_a_training_minimum_gamp_stays_there():
+    """Check (c): at omega 0.2, alpha 2, d = 400, from the L-BFGS minimum of the positional start with
+    consistent variances, GAMP (followed rule) does not move, and nearly every sample's field is its
+    envelope's global minimiser there."""
+    model = ap.paper_model(omega=0.2)
+    iterations, classes, outcome = _run(
+        model,
+        2.0,
+        400,
+        "positional",
+        trained=True,
+        rule=ProxRule.FOLLOWED,
+        iterations=10,
+        state_evolution=False,
+        tuning=GampTuning(damping=0.3),
+    )
+    assert outcome["start_variances_consistent"]
+    first, last = iterations.iloc[0], iterations.iloc[-1]
+    for name in ("q", "m", "theta"):
+        assert last[name] == pytest.approx(first[name], abs=1e-6)
+    assert last["gradient_norm"] < 1e-6 and first["m"] > 0.1
+    assert outcome["at_global"] > 0.9 and (classes["gap"] >= -1e-9).all()
