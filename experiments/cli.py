@@ -459,7 +459,7 @@ def gamp(
     ] = "global",
     seed: Annotated[int, typer.Option(help="Seed of the training set and the random starts.")] = 0,
     iterations: Annotated[int, typer.Option(help="At most this many GAMP steps.")] = 200,
-    tolerance: Annotated[float, typer.Option(help="Stop once the relative step of Q is below this.")] = 1e-8,
+    tolerance: Annotated[float, typer.Option(help="Stop once the relative step of Q is below this.")] = 1e-7,
     damping: Annotated[float, typer.Option(help="Fraction of each update taken, in (0, 1].")] = 0.2,
     state_evolution: Annotated[
         bool, typer.Option(help="Iterate the saddle-point map beside GAMP from the same overlaps.")

@@ -30,6 +30,10 @@ import torch
 from attnphase.experiments.finite_model import FiniteModel
 from attnphase.experiments.training import TrainingData
 
+#: A predicted decrease of ``M`` below which its rounding (about ``1e-16`` of the loss's O(1) Gram terms)
+#: hides the change: the line search then takes the full Newton step.
+RESOLVED_DECREASE = 1e-13
+
 
 class ProxRule(enum.StrEnum):
     """Which stationary point of each sample's envelope an output step takes (THEORY.md sec. 12)."""
@@ -138,12 +142,15 @@ def backtracked(
     envelopes: Envelopes, z: torch.Tensor, value: torch.Tensor, step: torch.Tensor, grad: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``z + t step`` with the largest ``t = 2^-j`` (``j < 40``) that meets Armijo's condition per row, and
-    whether one did (a row where none does is at ``M``'s floating-point floor: it stays)."""
+    whether one did (a row where none does stays). Where the predicted decrease ``-grad . step`` is below
+    :data:`RESOLVED_DECREASE`, ``M``'s rounding hides it, and the full Newton step is taken: near a minimum
+    only the gradient still resolves it."""
     scale = torch.ones_like(value)
     slope = (grad * step).sum(-1)
-    worse = torch.ones_like(value, dtype=torch.bool)
+    unresolved = -slope < RESOLVED_DECREASE
+    worse = torch.zeros_like(unresolved)
     for _ in range(40):
-        worse = envelopes.value(z + scale[:, None] * step) > value + 1e-4 * scale * slope
+        worse = ~unresolved & (envelopes.value(z + scale[:, None] * step) > value + 1e-4 * scale * slope)
         if not bool(worse.any()):
             break
         scale = torch.where(worse, scale / 2, scale)

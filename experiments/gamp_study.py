@@ -56,6 +56,9 @@ INITS = ("positional", "semantic", "random")
 #: The columns of :func:`sample_classes` (empty where the end state is not finite).
 CLASS_COLUMNS = ("sample", "envelope", "global_envelope", "gap", "distance", "smallest_curvature", "at_global")
 
+#: The relative shrink of the rescaled ``theta`` that keeps the state evolution's start inside its domain.
+INSIDE = 1e-9
+
 #: Relative gap ``(M(z*) - M_global) / |M_global|`` below which a sample's stationary point is the global one.
 GLOBAL_GAP = 1e-9
 
@@ -75,7 +78,7 @@ class GampSettings:
     rule: ProxRule = ProxRule.GLOBAL
     seed: int = 0
     iterations: int = 200
-    tolerance: float = 1e-8
+    tolerance: float = 1e-7
     tuning: GampTuning = field(default_factory=GampTuning)
     state_evolution: bool = True
 
@@ -166,6 +169,24 @@ def uniform_root(variances: VarianceMap, d: int, r: int, steps: int = 200) -> to
         gap, curvature = excess(middle)
         low, high = (middle, high) if gap > 0 and curvature > 0 else (low, middle)
     return high * torch.eye(r, dtype=variances.q.dtype).expand(d, r, r).clone()
+
+
+def teacher_normalised_overlaps(finite: FiniteModel, q: torch.Tensor, teacher: torch.Tensor) -> dict[str, float]:
+    """The overlaps of ``q`` with ``teacher``'s columns rescaled to the theory's norm: ``theta`` of teacher
+    column ``i`` in class ``c`` times ``sqrt(rho_c / rho_c,d)``, ``rho_c = mean_i (Sigma_c)_ii`` and
+    ``rho_c,d = Q*_i^T Sigma_c Q*_i / d`` (the finite teacher's own). At finite ``d`` the measured
+    ``theta^2 / q`` may exceed the theory's ``rho``, outside the map's domain; the rescaled overlaps,
+    moved :data:`INSIDE` inwards (the semantic start ``Q = Q*`` is the domain's boundary), are the
+    theory's start nearest to GAMP's."""
+    values = finite.order_parameters(q, teacher)
+    basis = finite.model.independent_classes()
+    for entry in finite.model.reduced_parameters().entries:
+        if entry.family == "theta":
+            variances = finite.class_variances[basis[entry.group]]
+            column = teacher[:, entry.entry[0]]
+            measured = float(column @ (variances * column)) / finite.d
+            values[entry.name] *= math.sqrt(float(variances.mean()) / measured) * (1 - INSIDE)
+    return values
 
 
 def consistent_state(
@@ -278,7 +299,8 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
     classes = sample_classes(gamp, state) if finite_end else pd.DataFrame(columns=list(CLASS_COLUMNS))
     iterations = pd.DataFrame(rows)
     if settings.state_evolution:
-        iterations = pd.concat([iterations, state_evolution(settings, iterations.iloc[0], len(rows) - 1)])
+        start = teacher_normalised_overlaps(finite, start_state.q, teacher) | response_parameters(finite, start_state.s)
+        iterations = pd.concat([iterations, state_evolution(settings, start, len(rows) - 1)])
     summary = {
         "converged": converged,
         "start_variances_consistent": consistent,
@@ -291,10 +313,10 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
     return iterations.reset_index(drop=True), classes, summary
 
 
-def state_evolution(settings: GampSettings, start: pd.Series, steps: int) -> pd.DataFrame:
-    """The saddle-point map iterated ``steps`` times from GAMP's initial overlaps ``start`` (the order
-    parameters under the theory's names), each step moved by GAMP's damping fraction towards the map's
-    value; the global policy (the map's own)."""
+def state_evolution(settings: GampSettings, start: dict[str, float], steps: int) -> pd.DataFrame:
+    """The saddle-point map iterated ``steps`` times from ``start`` (GAMP's initial order parameters under
+    the theory's names, :func:`teacher_normalised_overlaps`), each step moved by GAMP's damping fraction
+    towards the map's value; the global policy (the map's own)."""
     solver = make_solver(settings.model)
     names = solver.problem.compiled.names
     params = np.array([float(start[name]) for name in names])
@@ -389,7 +411,7 @@ def gamp(
     prox: str | ProxRule = ProxRule.GLOBAL,
     seed: int = 0,
     iterations: int = 200,
-    tolerance: float = 1e-8,
+    tolerance: float = 1e-7,
     damping: float = 0.2,
     state_evolution: bool = True,
     out: str | Path | None = None,
