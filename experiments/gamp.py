@@ -12,7 +12,7 @@ with ``k = L r`` output coordinates per sample and an ``r x r`` variance per inp
   ``g_mu = V^{-1} (z* - omega)`` and ``dg_mu = V^{-1} H^{-1} V^{-1} - V^{-1}`` (``H`` the Hessian of ``M_mu``);
 * input: ``A_i = - sum_mu F_mu,.i^T dg_mu F_mu,.i``, ``b_i = sum_mu F_mu,.i^T g_mu + A_i Q_i`` and the
   regulariser's denoiser ``Q_i = argmin_w g(w) + w^T A_i w / 2 - b_i^T w`` with its derivative ``s_i``;
-  ``Q`` and ``s`` are damped.
+  ``g``, ``dg`` and the centre ``Q`` of ``b`` are damped (:meth:`Gamp.step`).
 
 At a fixed point ``z*_mu = F_mu Q`` and ``l2 Q = sum_mu F_mu^T g_mu = - sum_mu F_mu^T grad l_mu``: the
 gradient of the training loss vanishes whichever stationary point each sample's envelope takes
@@ -44,7 +44,7 @@ class ProxRule(enum.StrEnum):
 
 @dataclass(frozen=True)
 class GampTuning:
-    """The numerical knobs of GAMP: ``damping`` (weight of the new ``Q``, ``s``), the Newton gradient
+    """The numerical knobs of GAMP: ``damping`` (weight of the new ``g``, ``dg`` and input centre), the Newton gradient
     ``prox_tolerance`` and ``prox_iterations``, the ``directions`` of the global rule's shifted starts,
     and the smallest eigenvalue ``floor`` Newton's Hessian is shifted to."""
 
@@ -129,6 +129,17 @@ class ProxFound:
     value: torch.Tensor
     hessian: torch.Tensor
     converged: torch.Tensor
+
+
+def output_response(precision: torch.Tensor, hessian: torch.Tensor) -> torch.Tensor:
+    """``dg/domega = P H^{-1} P - P`` per row, ``P = V^{-1}`` and ``H`` the envelope's Hessian at ``z*``
+    (the implicit function theorem on ``grad M(z*) = 0``)."""
+    return precision @ torch.linalg.solve(hessian, precision) - precision
+
+
+def isotropic_variances(d: int, r: int, variance: float, dtype: torch.dtype) -> torch.Tensor:
+    """The input variances ``variance I_r`` at each of ``d`` coordinates: ``(d, r, r)``."""
+    return variance * torch.eye(r, dtype=dtype).expand(d, r, r).clone()
 
 
 def newton_direction(hess: torch.Tensor, grad: torch.Tensor, floor: float) -> torch.Tensor:
@@ -291,7 +302,7 @@ class Gamp:
         found, envelopes = self.output(state)
         p = envelopes.precision
         g_new = torch.einsum("nab,nb->na", p, found.z - envelopes.omega)
-        dg_new = p @ torch.linalg.solve(found.hessian, p) - p
+        dg_new = output_response(p, found.hessian)
         beta = self.tuning.damping
         g = beta * g_new + (1 - beta) * state.g
         dg = beta * dg_new + (1 - beta) * state.dg
@@ -310,8 +321,7 @@ class Gamp:
     def start(self, q: torch.Tensor, variance: float) -> GampState:
         """The state at weights ``q (d, r)`` with input variances ``variance I`` and no output yet."""
         d, r = q.shape
-        k = self.f.shape[1] * r
-        s = variance * torch.eye(r, dtype=q.dtype).expand(d, r, r).clone()
-        n = self.f.shape[0]
+        n, k = self.f.shape[0], self.f.shape[1] * r
+        s = isotropic_variances(d, r, variance, q.dtype)
         zeros = torch.zeros(n, k, dtype=q.dtype)
         return GampState(q.clone(), s, q.clone(), zeros, torch.zeros(n, k, k, dtype=q.dtype))

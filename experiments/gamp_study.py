@@ -30,8 +30,10 @@ from attnphase.experiments.gamp import (
     GampTuning,
     ProxRule,
     global_starts,
+    isotropic_variances,
     lowest,
     newton,
+    output_response,
 )
 from attnphase.experiments.run_context import RunContext
 from attnphase.experiments.study import StudyResult, checked_model, progress_bar, versions
@@ -130,8 +132,7 @@ class VarianceMap:
         """The smallest eigenvalue of ``K + P`` over samples, and ``dg`` at ``s``."""
         p = torch.linalg.inv(self.gamp.variances(s))
         envelope_hessian = self.hess + p
-        dg = p @ torch.linalg.solve(envelope_hessian, p) - p
-        return float(torch.linalg.eigvalsh(envelope_hessian)[:, 0].min()), dg
+        return float(torch.linalg.eigvalsh(envelope_hessian)[:, 0].min()), output_response(p, envelope_hessian)
 
     def __call__(self, s: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
         """The denoiser's variances at ``A(s)``, the smallest envelope curvature and ``dg`` at ``s``."""
@@ -149,7 +150,7 @@ def uniform_root(variances: VarianceMap, d: int, r: int, steps: int = 200) -> to
     some samples stop being convex at ``z*`` before it."""
 
     def excess(v: float) -> tuple[float, float]:
-        new, curvature, _ = variances(v * torch.eye(r, dtype=variances.q.dtype).expand(d, r, r))
+        new, curvature, _ = variances(isotropic_variances(d, r, v, variances.q.dtype))
         return float(new.diagonal(dim1=-2, dim2=-1).mean()) - v, curvature
 
     low, high = 1e-3, None
@@ -168,7 +169,7 @@ def uniform_root(variances: VarianceMap, d: int, r: int, steps: int = 200) -> to
         middle = 0.5 * (low + high)
         gap, curvature = excess(middle)
         low, high = (middle, high) if gap > 0 and curvature > 0 else (low, middle)
-    return high * torch.eye(r, dtype=variances.q.dtype).expand(d, r, r).clone()
+    return isotropic_variances(d, r, high, variances.q.dtype)
 
 
 def teacher_normalised_overlaps(finite: FiniteModel, q: torch.Tensor, teacher: torch.Tensor) -> dict[str, float]:
@@ -198,10 +199,11 @@ def consistent_state(
     to ``tolerance``. Without a uniform root, the variances ``I`` and ``False``."""
     d, r = q.shape
     variances = VarianceMap(gamp, q)
-    s = uniform_root(variances, d, r)
-    if s is None:
-        start = torch.eye(r, dtype=q.dtype).expand(d, r, r).clone()
+    root = uniform_root(variances, d, r)
+    if root is None:
+        start = isotropic_variances(d, r, 1.0, q.dtype)
         return variances.state(start, variances.curvature_and_derivative(start)[1]), False
+    s = root
     for _ in range(sweeps):
         new, curvature, dg = variances(s)
         change = float((new - s).abs().max() / s.abs().max())
@@ -210,8 +212,7 @@ def consistent_state(
         if change < tolerance:
             return variances.state(s, dg), True
         s = 0.5 * (new + s)
-    s = uniform_root(variances, d, r)
-    return variances.state(s, variances.curvature_and_derivative(s)[1]), False
+    return variances.state(root, variances.curvature_and_derivative(root)[1]), False
 
 
 def field_envelopes(gamp: Gamp, state: GampState) -> tuple[Envelopes, torch.Tensor]:
@@ -257,15 +258,23 @@ def _row(iteration: int, source: str, values: dict[str, float]) -> dict[str, obj
     return {"iteration": iteration, "source": source} | values
 
 
-def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """GAMP's iterations (one row each: overlaps, ``V``, relative step, training loss ``eps_t = E/d``, its
-    gradient norm, samples whose Newton did not converge), the per-sample classes at the end state and a
-    summary (:func:`gamp`)."""
+def gamp_on_training_set(settings: GampSettings) -> tuple[Gamp, TrainingData, SimulationSettings]:
+    """GAMP on the training set of ``settings`` (its seed's, as a simulation draws it), with the
+    declaration's regulariser as denoiser, beside that training set and the simulation settings."""
     simulation = settings.simulation()
     data = training_data(settings.alpha, [settings.seed], simulation)
     finite = simulation.finite
     l1, l2 = settings.model.regulariser.separable_weights()
     gamp = Gamp(data, finite, Denoiser(l1, l2, finite.rank), settings.rule, settings.tuning, settings.seed)
+    return gamp, data, simulation
+
+
+def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """GAMP's iterations (one row each: overlaps, ``V``, relative step, training loss ``eps_t = E/d``, its
+    gradient norm, samples whose Newton did not converge), the per-sample classes at the end state and a
+    summary (:func:`gamp`)."""
+    gamp, data, simulation = gamp_on_training_set(settings)
+    finite = simulation.finite
     q0 = _initial_weights(settings, data, simulation)
     state, consistent = consistent_state(gamp, q0) if settings.trained else (gamp.start(q0, 1.0), True)
     teacher = data.teachers[0]

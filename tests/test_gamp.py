@@ -9,24 +9,15 @@ import torch
 
 import attnphase as ap
 from attnphase.experiments.gamp import Denoiser, GampTuning, ProxRule, newton, prox
-from attnphase.experiments.gamp_study import GampSettings, run_gamp
+from attnphase.experiments.gamp_study import GampSettings, gamp_on_training_set, run_gamp
 from attnphase.experiments.training import (
-    SimulationSettings,
     initial_weights,
     objective_and_gradient,
-    training_data,
 )
 
 
-def _gamp(model, alpha, d, init="semantic", rule=ProxRule.FOLLOWED):
-    from attnphase.experiments.gamp import Gamp
-
-    simulation = SimulationSettings.of_model(model, d=d, alphas=(alpha,), seeds=(0,), inits=(init,)).validate()
-    data = training_data(alpha, [0], simulation)
-    finite = simulation.finite
-    l1, l2 = model.regulariser.separable_weights()
-    gamp = Gamp(data, finite, Denoiser(l1, l2, finite.rank), rule, GampTuning(), 0)
-    return gamp, data, simulation
+def _gamp(model, alpha, d):
+    return gamp_on_training_set(GampSettings(model, alpha, d))
 
 
 def test_sample_losses_add_up_to_the_training_objective_and_its_gradient():
