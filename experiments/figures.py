@@ -80,12 +80,42 @@ def gap_label(low: str, high: str) -> str:
     return rf"$\epsilon_t$({high}) $-$ $\epsilon_t$({low})"
 
 
+#: How a point's replica symmetry is marked: ``rs_stable`` False (the replicon above one or infinite) and
+#: None where it was assessed but not resolved (THEORY.md sec. 12).
+REPLICA_MARKS = (
+    (False, {"marker": "x", "color": "0.25", "label": "RS unstable (replicon)"}),
+    (None, {"marker": "o", "markerfacecolor": "none", "color": "0.55", "label": "RS unresolved"}),
+)
+
+
+def _replica_flags(points: pd.DataFrame) -> pd.Series:
+    """``rs_stable`` as True / False / None per row (None also where the column is absent or the point
+    was not assessed: no ``replicon_smooth``)."""
+    if "rs_stable" not in points:
+        return pd.Series(True, index=points.index)
+    assessed = np.isfinite(points["replicon_smooth"].astype(float))
+    flags = points["rs_stable"].map({True: True, False: False, "True": True, "False": False})
+    return flags.where(flags.notna(), None).where(assessed, True)
+
+
+def mark_replica_symmetry(ax, points: pd.DataFrame, x: str, y: str) -> None:
+    """Markers (:data:`REPLICA_MARKS`) over the points of ``points`` that are not replica-symmetric
+    stable, at columns ``x``, ``y``."""
+    flags = _replica_flags(points)
+    for value, style in REPLICA_MARKS:
+        chosen = points[flags.map(lambda f, v=value: f is v)]
+        if len(chosen):
+            ax.plot(chosen[x], chosen[y], linestyle="none", markersize=4, **style)
+
+
 def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionModel) -> Figure:
     """Four panels: the norm of each overlap family on the branches where it is non-zero (the paper's
     ``|m|`` and ``|theta|``), the training loss per branch, the test error of the global minimum
     against the linear baseline, and the training-loss gap between the declaration's critical pair of
-    branches (THEORY.md sec. 5, 6; the paper's semantic - positional); ``branches`` and
-    ``thresholds`` are the tables of a scan of ``model``."""
+    branches (THEORY.md sec. 5, 6; the paper's semantic - positional); points that are not
+    replica-symmetric stable are marked on the training losses and the global minimum
+    (:func:`mark_replica_symmetry`); ``branches`` and ``thresholds`` are the tables of a scan of
+    ``model``."""
     ok = with_family_norms(branches[branches["converged"].astype(bool)], model)
     norms = list(norm_columns(model))
     fig = Figure(figsize=(10, 7.5), layout="constrained")
@@ -101,6 +131,7 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
             ax_overlap.plot(group["alpha"], group[column], color=colour, linestyle=line, label=label, **extra)
         ax_train.plot(group["alpha"], group["train_loss"], color=colour, label=named(branch), **extra)
     ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics")
+    mark_replica_symmetry(ax_train, ok, "alpha", "train_loss")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss of each branch")
 
     best = ok.loc[ok.groupby("alpha")["train_loss"].idxmin()].sort_values("alpha")
@@ -114,6 +145,7 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
             color=colours[branch],
             marker=branch_marker(branch),
         )
+    mark_replica_symmetry(ax_test, best, "alpha", "test_error")
     ax_test.axhline(thresholds["baseline_test_error"], color="tab:green", label="linear baseline")
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
 
@@ -182,7 +214,8 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
     """The phase diagram (paper Fig. 3 right): against the swept parameter, the branch of the global
     minimum at every scanned alpha (shaded), ``alpha_c`` and ``alpha_l``, and the edges of every
     branch's range of existence inside the scanned range (thin dashed lines in the branch's colour:
-    where a branch ends, by a fold, a merger or a solver failure, see ``run.json``). One panel per
+    where a branch ends, by a fold, a merger or a solver failure, see ``run.json``), the global minima
+    that are not replica-symmetric stable marked (:func:`mark_replica_symmetry`). One panel per
     combination of the other swept parameters; ``thresholds`` and ``branches`` are a phase diagram's
     tables (with their ``unit`` column)."""
     axis, others = _parameters(thresholds)
@@ -223,6 +256,7 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
                 values = edges[edge].where(edges[edge] != limit)
                 if values.notna().any():
                     ax.plot(x, values, color=colours[branch], linestyle="--", linewidth=0.8)
+        mark_replica_symmetry(ax, here.assign(**{axis: here["unit"].map(x_of)}), axis, "alpha")
         order = panel.sort_values(axis)
         ax.plot(order[axis], order["alpha_c"], color="k", marker="o", markersize=3, label=r"$\alpha_c$")
         ax.plot(order[axis], order["alpha_l"], color="k", linestyle=":", marker="x", markersize=3, label=r"$\alpha_l$")

@@ -441,6 +441,57 @@ class StabilityTuning(_Knobs):
 
 
 @dataclass(frozen=True)
+class RepliconTuning(_Knobs):
+    """Where replica symmetry holds: the fluctuation response on the nodes
+    (:mod:`saddle.stability.replicon`)."""
+
+    log2_points: int = knob(
+        15,
+        Interval(8, 20, integer=True),
+        "log2 of the scrambled Sobol points of the fluctuation response (cost against its noise)",
+        measured=("J / a over scramblings along the default scan's branches (docs/validation/replicon.py)"),
+    )
+    seed: int = knob(1, Interval(0, 2**32 - 1, integer=True), "scrambling seed of the first fluctuation rule")
+    scramblings: int = knob(
+        3,
+        POSITIVE_COUNT,
+        "scramblings (seeds seed, seed + 1, ...) that must all find g_out smooth before a point is called so",
+        measured=(
+            "at the positional point of omega 0.3, alpha 2.4, two of five scramblings of 2^15 points find no jump "
+            "(J / a 2e-5, 3e-5), the others 0.04 to 0.19 (docs/validation/replicon.py)"
+        ),
+    )
+    fluctuation: float = knob(
+        1e-4,
+        Interval(1e-8, 0.5, low_open=True),
+        "fluctuation size (node units) at which the jump term is measured (its sqrt(eps) against eps a)",
+        measured=(
+            "the jump coefficient is the same at 1e-3, 1e-4 and 1e-5 within its noise, and equal to the one on the "
+            "jump surface (tests/test_replicon.py::test_the_jump_term_from_two_replica_groups_is_the_one_on_the_"
+            "jump_surface)"
+        ),
+    )
+    smooth_below: float = knob(
+        3e-3,
+        Interval(0.0, 1.0),
+        "|J / a| at or below which g_out is smooth at the rule's resolution",
+        measured=(
+            "|J / a| at most 6e-5 on the semantic branches of omega 0.1 to 0.3 from alpha 1.5 "
+            "(docs/validation/replicon.py)"
+        ),
+    )
+    jumps_above: float = knob(
+        3e-2,
+        Interval(0.0, 1e6, low_open=True),
+        "J / a at or above which the jump set carries weight (between the two bounds: unresolved)",
+        measured=(
+            "0.1 to 4 at the positional, agnostic and mixed points of omega 0.1 to 0.5 but where a rule misses a rare "
+            "jump set; 0.02 to 0.06 at the semantic point of omega 0.3, alpha 1.2 (docs/validation/replicon.py)"
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class ThresholdTuning(_Knobs):
     """alpha_c, alpha_l and the changes of global minimum (:mod:`saddle.phases.thresholds`)."""
 
@@ -522,6 +573,7 @@ class Tuning(_Knobs):
     continuation: ContinuationTuning = knob(ContinuationTuning(), None, "")
     arclength: ArclengthTuning = knob(ArclengthTuning(), None, "")
     stability: StabilityTuning = knob(StabilityTuning(), None, "")
+    replicon: RepliconTuning = knob(RepliconTuning(), None, "")
     thresholds: ThresholdTuning = knob(ThresholdTuning(), None, "")
     quadrature: QuadratureTuning = knob(QuadratureTuning(), None, "")
 

@@ -286,6 +286,8 @@ def test_stability_survives_a_table_round_trip(paper, positional):
     back = FixedPoint.from_row(row, paper.problem.layout.names, paper.problem.layout.conjugate_names)
     assert back.stable is True and back.curvature == assessed.curvature
     assert back.stability_status == assessed.stability_status == Assessment.ASSESSED
+    assert back.rs_stable is assessed.rs_stable and np.isfinite(assessed.replicon_smooth)
+    assert back.replicon == assessed.replicon and back.jump_ratio == assessed.jump_ratio
     assert positional.stability_status == Assessment.NOT_ASKED  # a point nobody assessed says so
 
 

@@ -8,7 +8,10 @@
   ``omega`` alone, agree with it wherever the prox stays in its basin.
 * Where the envelope is strongly convex at every node (a ridge strong enough that ``V^-1`` outweighs
   the loss's curvature) the replica-symmetric point must be stable: the replicon is below one and
-  converged in the quadrature order.
+  converged in the quadrature order, and the fluctuation response is linear in its size.
+* A fluctuation of the student's nodes of size ``eps`` moves the conjugates by ``D(eps)``, linear in
+  ``eps`` where ``g_out`` is smooth and of order ``sqrt(eps)`` where the prox jumps; the coefficient of
+  ``sqrt(eps)`` measured from two replica groups equals the one integrated over the jump surface.
 """
 
 from __future__ import annotations
@@ -22,10 +25,20 @@ from attnphase.saddle.compilation.replicon import compile_replicon
 from attnphase.saddle.equations.forms import ConjugateForm
 from attnphase.saddle.phases.survey import make_solver
 from attnphase.saddle.prox.policy import Effort
-from attnphase.saddle.quadrature.rules import GaussHermite
+from attnphase.saddle.quadrature.rules import GaussHermite, ScrambledSobol
 from attnphase.saddle.search.anchors import AnchorSearch
 from attnphase.saddle.settings import SolverSettings
-from attnphase.saddle.stability.replicon import conjugate_readout, prox_response, replicon
+from attnphase.saddle.stability.replicon import (
+    conjugate_readout,
+    fluctuation_response,
+    gaussian_rule,
+    jump_coefficient,
+    prox_response,
+    replica_symmetry,
+    replicon,
+    smooth_coefficient,
+)
+from attnphase.saddle.tuning import RepliconTuning
 
 ENVELOPE = SolverSettings(conjugate_form=ConjugateForm.ENVELOPE, quadrature=GaussHermite(8))
 #: a point inside every declaration's domain, by family: diagonal and off-diagonal entries
@@ -108,3 +121,48 @@ def test_a_strongly_convex_envelope_is_replica_symmetric(lam, alpha):
         values.append(replicon(solver.problem, point))
     assert values[0] < 1.0
     assert values[0] == pytest.approx(values[1], rel=1e-3)
+    symmetry = replica_symmetry(solver.problem, point, RepliconTuning())
+    assert abs(symmetry.jump_ratio) < 1e-3 and symmetry.stable is True
+
+
+def _point(omega, alpha, branch, order=12):
+    solver = make_solver(paper_model(omega=omega), SolverSettings(quadrature=GaussHermite(order)))
+    point = AnchorSearch.with_rays(solver)(alpha, solver.branch(branch))
+    assert point.converged and point.branch == branch
+    return solver, point
+
+
+@pytest.mark.parametrize(
+    ("omega", "alpha", "branch", "smooth"),
+    [(0.2, 2.0, "semantic", True), (0.4, 1.0, "agnostic", False), (0.2, 1.0, "positional", False)],
+)
+def test_the_jump_term_vanishes_where_the_prox_is_smooth_and_makes_the_replicon_infinite_where_it_jumps(
+    omega, alpha, branch, smooth
+):
+    """Away from the default: on a semantic point the global minimiser does not jump and the fluctuation
+    response is linear (``J / a`` below 1e-3), the point replica-symmetric with its smooth replicon; on
+    agnostic and positional points the jump term is of the order of the smooth one, the replicon infinite."""
+    solver, point = _point(omega, alpha, branch)
+    symmetry = replica_symmetry(solver.problem, point, RepliconTuning())
+    if smooth:
+        assert abs(symmetry.jump_ratio) < 1e-3 and symmetry.stable is True
+        assert symmetry.replicon == symmetry.replicon_smooth < 1.0
+    else:
+        assert symmetry.jump_ratio > 0.1 and symmetry.stable is False and symmetry.replicon == np.inf
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("omega", "alpha", "branch"), [(0.3, 1.5, "agnostic"), (0.2, 1.0, "positional")])
+def test_the_jump_term_from_two_replica_groups_is_the_one_on_the_jump_surface(omega, alpha, branch):
+    """The coefficient of ``sqrt(eps)`` in ``D(eps)`` measured from two replica groups (a Gaussian
+    fluctuation, eps = 1e-4, minus the smooth part ``eps tr E[G S S^T G^T]``) equals the one integrated over
+    the surface where the two lowest minima of the envelope are equal (gap below 3e-4), on the same
+    scrambled Sobol rule of 2^15 points; both are a sizeable fraction of the smooth coefficient."""
+    solver, point = _point(omega, alpha, branch)
+    rule = ScrambledSobol(15, 5)
+    problem = make_solver(paper_model(omega=omega), SolverSettings(quadrature=rule)).problem
+    a, eps = smooth_coefficient(problem, point), 1e-4
+    two_groups = (np.trace(fluctuation_response(problem, point, rule, eps, gaussian_rule(2, 10))) - eps * a) / eps**0.5
+    surface = jump_coefficient(problem, point, 3e-4)
+    assert two_groups == pytest.approx(surface, rel=0.3)
+    assert surface > 0.05 * a

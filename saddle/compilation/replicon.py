@@ -17,19 +17,34 @@ from attnphase.saddle.compilation.compiled import _lambdify_vector
 class RepliconCallables:
     """``envelope_hessian(z, nodes, params, consts)`` and ``prior_hessian(nodes, params, consts)``:
     ``(N, k, k)``; ``incidence(nodes)``: ``(E, N, L, r, r)``; ``multiplicity (E,)`` and ``entries (E,)``
-    as in :class:`~attnphase.replica.replicon.RepliconTerms`."""
+    as in :class:`~attnphase.replica.replicon.RepliconTerms`; ``student_fields(nodes, params, consts)``
+    ``(N, k)``, ``student_jacobian``, ``teacher_on_student``, ``teacher_on_teacher`` (same arguments)
+    ``(N, rows, columns)``, and the node indices ``student_nodes``, ``teacher_nodes``."""
 
     envelope_hessian: Callable[..., np.ndarray]
     prior_hessian: Callable[..., np.ndarray]
     incidence: Callable[[np.ndarray], np.ndarray]
     multiplicity: np.ndarray
     entries: np.ndarray
+    student_fields: Callable[..., np.ndarray]
+    student_jacobian: Callable[..., np.ndarray]
+    teacher_on_student: Callable[..., np.ndarray]
+    teacher_on_teacher: Callable[..., np.ndarray]
+    student_nodes: np.ndarray
+    teacher_nodes: np.ndarray
 
 
 def _per_node(values: np.ndarray, count: int, shape: tuple[int, ...]) -> np.ndarray:
     """Stacked outputs ``(prod(shape), N)`` or ``(prod(shape),)`` as ``(N, *shape)``."""
     flat = values.reshape(values.shape[0], -1)
     return np.broadcast_to(flat, (flat.shape[0], count)).T.reshape(count, *shape)
+
+
+def _per_node_matrix(matrix, args: list) -> Callable[..., np.ndarray]:
+    """``matrix`` (a sympy matrix in ``args``) as a callable returning ``(N, rows, columns)``."""
+    function = _lambdify_vector(args, list(matrix))
+    shape = (matrix.rows, matrix.cols)
+    return lambda n, *rest: _per_node(function(n, *rest), n.shape[1], shape)
 
 
 @cache
@@ -54,10 +69,17 @@ def compile_replicon(system: ReplicaSystem) -> RepliconCallables:
         per_node = _per_node(incidence(n), n.shape[1], (entries, length, rank, rank))
         return np.moveaxis(per_node, 1, 0)
 
+    fields = _per_node_matrix(terms.student_fields, [nodes, params, consts])
     return RepliconCallables(
         envelope_hessian,
         prior_hessian,
         incidence_of,
         np.array(terms.multiplicity, dtype=float),
         np.array(terms.entries, dtype=int),
+        lambda n, p, c: fields(n, p, c)[..., 0],
+        _per_node_matrix(terms.student_jacobian, [nodes, params, consts]),
+        _per_node_matrix(terms.teacher_on_student, [nodes, params, consts]),
+        _per_node_matrix(terms.teacher_on_teacher, [nodes, params, consts]),
+        np.array(terms.student_nodes, dtype=int),
+        np.array(terms.teacher_nodes, dtype=int),
     )

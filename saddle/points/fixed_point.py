@@ -28,6 +28,11 @@ from attnphase.saddle.points.checks import (
 CURVATURE_PREFIX = "curvature_"
 
 
+def _flag(value: object) -> bool | None:
+    """A table's ``True`` / ``False`` cell as a flag; ``None`` for anything else (an empty cell)."""
+    return {"true": True, "1": True, "false": False, "0": False}.get(str(value).lower())
+
+
 @dataclass(frozen=True, kw_only=True)
 class SaddlePoint:
     """What every saddle point has: order parameters and conjugates at ``alpha``, the training loss
@@ -92,6 +97,13 @@ class FixedPoint(SaddlePoint):
     stable: bool | None = None  # Hessian positive definite; None where not assessed
     assessment: Assessment = Assessment.NOT_ASKED
     stability_problem: Failure | None = None  # why the assessment failed
+    # replica symmetry (saddle/stability/replicon.py): the replicon (inf where the prox's jumps carry
+    # weight, NaN where that is unresolved), its smooth part, the jump term's share of the fluctuation response, and
+    # whether the replica-symmetric point is stable (None where unresolved or not assessed)
+    replicon: float = float("nan")
+    replicon_smooth: float = float("nan")
+    jump_ratio: float = float("nan")
+    rs_stable: bool | None = None
     sheet: int = 0  # folds passed on the way from the branch's anchor (saddle/search/arclength.py)
     # eps_t on the independent randomised rules of the error check (saddle.quadrature.check.QuadratureCheck):
     # their mean and its standard error; NaN where no check ran (unconverged points, or none asked for)
@@ -124,7 +136,7 @@ class FixedPoint(SaddlePoint):
         failures = parse_status(str(status)) if isinstance(status, str) else ()
         if not converged and not failures:
             failures = parse_status("residual: not recorded")
-        stable = {"true": True, "1": True, "false": False, "0": False}.get(str(row.get("stable")).lower())
+        stable = _flag(row.get("stable"))
         recorded = row.get("stability_status")
         if isinstance(recorded, str):
             assessment, problem = parse_assessment(recorded)
@@ -158,6 +170,10 @@ class FixedPoint(SaddlePoint):
             stable=stable,
             assessment=assessment,
             stability_problem=problem,
+            replicon=float(row.get("replicon", float("nan"))),
+            replicon_smooth=float(row.get("replicon_smooth", float("nan"))),
+            jump_ratio=float(row.get("jump_ratio", float("nan"))),
+            rs_stable=_flag(row.get("rs_stable")),
             sheet=int(row.get("sheet", 0)),
             train_loss_check=float(row.get("train_loss_check", float("nan"))),
             train_loss_check_se=float(row.get("train_loss_check_se", float("nan"))),
@@ -177,6 +193,10 @@ class FixedPoint(SaddlePoint):
             stable=self.stable,
             **{CURVATURE_PREFIX + family: float(c) for family, c in self.curvature.items()},
             stability_status=self.stability_status,
+            rs_stable=self.rs_stable,
+            replicon=self.replicon,
+            replicon_smooth=self.replicon_smooth,
+            jump_ratio=self.jump_ratio,
             **self._check_columns(),
             symmetry_defect=self.symmetry_defect,
             iterations=self.iterations,
