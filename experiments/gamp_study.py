@@ -249,9 +249,21 @@ def sample_classes(gamp: Gamp, state: GampState) -> pd.DataFrame:
     )
 
 
-def _initial_weights(settings: GampSettings, data: TrainingData, simulation: SimulationSettings) -> torch.Tensor:
+def start_and_minimum(
+    settings: GampSettings, data: TrainingData, simulation: SimulationSettings
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAMP's start (the ``init`` weights, or the minimum if ``trained``) and the L-BFGS minimum the
+    ``init`` weights lead to on the same training set."""
     q0 = initial_weights(settings.init, [settings.seed], data, simulation)
-    return train(q0, data, simulation).q[0] if settings.trained else q0[0]
+    minimum = train(q0, data, simulation).q[0]
+    return (minimum if settings.trained else q0[0]), minimum
+
+
+def gram_overlap(q: torch.Tensor, other: torch.Tensor) -> float:
+    """``<Q Q^T, P P^T>_F / (|Q Q^T|_F |P P^T|_F) = |Q^T P|_F^2 / (|Q^T Q|_F |P^T P|_F)``: the cosine of
+    the students' Gram matrices, which the loss sees (invariant under ``Q -> Q O`` for orthogonal ``O``)."""
+    cross = float((q.T @ other).square().sum())
+    return cross / float((q.T @ q).norm() * (other.T @ other).norm())
 
 
 def _row(iteration: int, source: str, values: dict[str, float]) -> dict[str, object]:
@@ -275,7 +287,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
     summary (:func:`gamp`)."""
     gamp, data, simulation = gamp_on_training_set(settings)
     finite = simulation.finite
-    q0 = _initial_weights(settings, data, simulation)
+    q0, minimum = start_and_minimum(settings, data, simulation)
     state, consistent = consistent_state(gamp, q0) if settings.trained else (gamp.start(q0, 1.0), True)
     teacher = data.teachers[0]
 
@@ -317,6 +329,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
         "final_step": rows[-1]["step"],
         "gradient_norm": rows[-1]["gradient_norm"],
         "at_global": float(classes["at_global"].mean()) if finite_end else None,
+        "training_minimum_overlap": gram_overlap(state.q, minimum) if finite_end else None,
         "start_at_global": float(sample_classes(gamp, start_state)["at_global"].mean()) if settings.trained else None,
     }
     return iterations.reset_index(drop=True), classes, summary

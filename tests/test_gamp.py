@@ -116,20 +116,38 @@ def test_started_at_a_training_minimum_gamp_stays_there():
         assert last[name] == pytest.approx(first[name], abs=1e-6)
     assert last["gradient_norm"] < 1e-6 and first["m"] > 0.1
     assert outcome["at_global"] > 0.9 and (classes["gap"] >= -1e-9).all()
+    assert outcome["training_minimum_overlap"] > 0.999
 
 
 @pytest.mark.slow
 def test_gamp_converges_to_a_stationary_point_near_the_state_evolution_fixed_point():
-    """Checks (a), (b) at one size: from the semantic start at omega 0.3, alpha 1.5, d = 100 (global rule),
-    GAMP converges to a zero-gradient point of the training loss (App. B.4) with every sample at its
-    envelope's global minimiser, within a finite-size allowance (15 %) of the state evolution's fixed
-    point, which the map reaches from the same overlaps."""
+    """Checks (a), (b), (d) at one size: from the semantic start at omega 0.3, alpha 1.5, d = 100 (global
+    rule), GAMP converges to a zero-gradient point of the training loss (App. B.4), the minimum L-BFGS
+    reaches from the same start, with every sample at its envelope's global minimiser, within a
+    finite-size allowance (15 %) of the state evolution's fixed point, which the map reaches from the
+    same overlaps."""
     model = ap.paper_model(omega=0.3)
     iterations, classes, outcome = _run(model, 1.5, 100, "semantic", iterations=300, tuning=GampTuning(damping=0.3))
     assert outcome["converged"] and outcome["gradient_norm"] < 1e-6
+    assert outcome["training_minimum_overlap"] > 0.99
     assert (classes["gap"] >= -1e-9).all()
     last = iterations.groupby("source").tail(1).set_index("source")
     assert last.loc["state_evolution", "step"] < 1e-6
     for name in ("q", "theta", "V"):
         theory = last.loc["state_evolution", name]
         assert abs(last.loc["gamp", name] - theory) < 0.15 * abs(theory), name
+
+
+@pytest.mark.slow
+def test_from_the_positional_start_gamp_ends_on_the_training_minimum_of_that_start():
+    """Check (d) on the positional branch away from the default: at omega 0.4, alpha 1, d = 400, GAMP from
+    the positional start converges to the minimum L-BFGS reaches from it on the same training set (Gram
+    matrices' cosine above 0.99), a positional state (m well above theta)."""
+    model = ap.paper_model(omega=0.4)
+    iterations, _, outcome = _run(
+        model, 1.0, 400, "positional", iterations=200, state_evolution=False, tuning=GampTuning(damping=0.3)
+    )
+    assert outcome["converged"] and outcome["gradient_norm"] < 1e-6
+    assert outcome["training_minimum_overlap"] > 0.99
+    last = iterations.iloc[-1]
+    assert last["m"] > 0.2 > 10 * abs(last["theta"])
