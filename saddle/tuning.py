@@ -472,7 +472,7 @@ class RepliconTuning(_Knobs):
         ),
     )
     smooth_below: float = knob(
-        3e-3,
+        1e-3,
         Interval(0.0, 1.0),
         "|J / a| at or below which g_out is smooth at the rule's resolution",
         measured=(
@@ -481,12 +481,13 @@ class RepliconTuning(_Knobs):
         ),
     )
     jumps_above: float = knob(
-        3e-2,
+        1e-2,
         Interval(0.0, 1e6, low_open=True),
         "J / a at or above which the jump set carries weight (between the two bounds: unresolved)",
         measured=(
-            "0.1 to 4 at the positional, agnostic and mixed points of omega 0.1 to 0.5 but where a rule misses a rare "
-            "jump set; 0.02 to 0.06 at the semantic point of omega 0.3, alpha 1.2 (docs/validation/replicon.py)"
+            "150 times the largest smooth value; 0.1 to 4 at the positional, agnostic and mixed points of omega 0.1 to "
+            "0.5, and 0.01 to 0.06 on the semantic branch of omega 0.3 from alpha 1.2 to 1.35, on scramblings "
+            "that see the jump set (docs/validation/replicon.py)"
         ),
     )
 

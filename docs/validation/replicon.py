@@ -7,8 +7,9 @@ First table: at every branch point the anchor search finds on the default rule (
 ``ap.landscape`` does) at each alpha of :data:`ALPHAS` (omega 0.3) and at :data:`OTHERS`, the smooth
 part's replicon (default rule), the jump ratio ``J / a`` the assessment uses (the largest over the
 tuning's scramblings), the ratio on scramblings 2 to 4 (its third, then two it never uses), and the flag
-``rs_stable``.
-Second table: ``tr J`` from two replica groups (a Gaussian fluctuation of 1e-3, 1e-4, 1e-5 with the
+``rs_stable``. Second table: the ratio on five scramblings along the semantic branch of omega 0.3
+where its jumps fade out.
+Third table: ``tr J`` from two replica groups (a Gaussian fluctuation of 1e-3, 1e-4, 1e-5 with the
 smooth part removed) and from the jump surface (gap below 1e-3, 3e-4, 1e-4), on scrambled Sobol rules
 of 2^16 points.
 """
@@ -38,6 +39,8 @@ ALPHAS = (0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.1, 2.4)
 OTHERS = ((0.2, 2.0), (0.1, 1.5), (0.5, 0.9))
 #: scramblings of the fluctuation rule (0 is the first the assessment uses)
 SEEDS = (2, 3, 4)
+#: alphas of the semantic branch at omega 0.3 where its jump term fades out
+BOUNDARY = (1.2, 1.25, 1.3, 1.35, 1.4, 1.45, 1.5)
 #: (omega, alpha, branch) of the jump term's two routes
 ROUTES = ((0.3, 2.0, "semantic"), (0.3, 1.0, "positional"), (0.3, 1.5, "agnostic"), (0.2, 1.0, "positional"))
 
@@ -54,6 +57,18 @@ def along_branches() -> None:
             cells = [f"{omega:g}", f"{alpha:g}", point.branch, f"{symmetry.replicon_smooth:.3f}"]
             cells += [f"{symmetry.jump_ratio:.2g}", ", ".join(f"{r:.2g}" for r in others), str(symmetry.stable)]
             print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def semantic_boundary() -> None:
+    print("\n| alpha | J / a, scramblings 0-4 | rs_stable |")
+    print("|---|---|---|")
+    model, tuning = ap.paper_model(omega=0.3), RepliconTuning()
+    solver = make_solver(model)
+    for alpha in BOUNDARY:
+        point = ap.fixed_point(model, alpha, "semantic")
+        ratios = [jump_ratio(solver.problem, point, tuning, scrambling) for scrambling in range(5)]
+        stable = replica_symmetry(solver.problem, point, tuning).stable
+        print(f"| {alpha:g} | {', '.join(f'{r:.2g}' for r in ratios)} | {stable} |", flush=True)
 
 
 def two_routes() -> None:
@@ -78,5 +93,6 @@ def two_routes() -> None:
 if __name__ == "__main__":
     started = time.perf_counter()
     along_branches()
+    semantic_boundary()
     two_routes()
     print(f"\n({time.perf_counter() - started:.0f} s)")
