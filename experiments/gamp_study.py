@@ -330,6 +330,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
         "gradient_norm": rows[-1]["gradient_norm"],
         "at_global": float(classes["at_global"].mean()) if finite_end else None,
         "training_minimum_overlap": gram_overlap(state.q, minimum) if finite_end else None,
+        "training_minimum": finite.order_parameters(minimum, teacher),
         "start_at_global": float(sample_classes(gamp, start_state)["at_global"].mean()) if settings.trained else None,
     }
     return iterations.reset_index(drop=True), classes, summary
