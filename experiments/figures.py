@@ -18,6 +18,7 @@ from matplotlib.patches import Patch
 from attnphase.experiments.families import norm_columns, with_family_norms
 from attnphase.experiments.study import parameter_title
 from attnphase.replica.declaration import AttentionModel
+from attnphase.saddle.points.fixed_point import read_flag
 
 BRANCH_STYLE = {
     "positional": {"color": "tab:orange", "marker": "s"},
@@ -94,8 +95,7 @@ def _replica_flags(points: pd.DataFrame) -> pd.Series:
     if "rs_stable" not in points:
         return pd.Series(True, index=points.index)
     assessed = np.isfinite(points["replicon_smooth"].astype(float))
-    flags = points["rs_stable"].map({True: True, False: False, "True": True, "False": False})
-    return flags.where(flags.notna(), None).where(assessed, True)
+    return points["rs_stable"].map(read_flag).where(assessed, True)
 
 
 def mark_replica_symmetry(ax, points: pd.DataFrame, x: str, y: str) -> None:

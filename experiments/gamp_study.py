@@ -190,6 +190,12 @@ def teacher_normalised_overlaps(finite: FiniteModel, q: torch.Tensor, teacher: t
     return values
 
 
+def theory_parameters(finite: FiniteModel, state: GampState, teacher: torch.Tensor) -> dict[str, float]:
+    """GAMP's ``state`` as the theory's order parameters: its :func:`teacher_normalised_overlaps` and the
+    :func:`response_parameters` of its input variances."""
+    return teacher_normalised_overlaps(finite, state.q, teacher) | response_parameters(finite, state.s)
+
+
 def consistent_state(
     gamp: Gamp, q: torch.Tensor, sweeps: int = 500, tolerance: float = 1e-10
 ) -> tuple[GampState, bool]:
@@ -320,7 +326,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
     classes = sample_classes(gamp, state) if finite_end else pd.DataFrame(columns=list(CLASS_COLUMNS))
     iterations = pd.DataFrame(rows)
     if settings.state_evolution:
-        start = teacher_normalised_overlaps(finite, start_state.q, teacher) | response_parameters(finite, start_state.s)
+        start = theory_parameters(finite, start_state, teacher)
         iterations = pd.concat([iterations, state_evolution(settings, start, len(rows) - 1)])
     summary = {
         "converged": converged,
@@ -338,7 +344,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
 
 def state_evolution(settings: GampSettings, start: dict[str, float], steps: int) -> pd.DataFrame:
     """The saddle-point map iterated ``steps`` times from ``start`` (GAMP's initial order parameters under
-    the theory's names, :func:`teacher_normalised_overlaps`), each step moved by GAMP's damping fraction
+    the theory's names, :func:`theory_parameters`), each step moved by GAMP's damping fraction
     towards the map's value; the global policy (the map's own)."""
     solver = make_solver(settings.model)
     names = solver.problem.compiled.names

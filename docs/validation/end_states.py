@@ -36,12 +36,11 @@ from attnphase.experiments.gamp_study import (
     consistent_state,
     field_envelopes,
     gamp_on_training_set,
-    response_parameters,
     sample_classes,
-    teacher_normalised_overlaps,
+    start_and_minimum,
+    theory_parameters,
 )
 from attnphase.experiments.landscape import fixed_points_at
-from attnphase.experiments.training import initial_weights, train
 from attnphase.saddle.phases.survey import make_solver
 from attnphase.saddle.prox.policy import Effort
 
@@ -107,21 +106,19 @@ def described(group: pd.DataFrame, points: pd.DataFrame) -> dict[str, object]:
 
 
 def gamp_at_minimum(model: ap.AttentionModel, alpha: float, init: str) -> dict[str, object]:
-    """At the L-BFGS minimum of seed 0 at :data:`GAMP_D`: whether consistent GAMP variances exist, the
-    share of samples at their envelope's global minimiser, and the theory map's relative move at the run's
-    teacher-normalised overlaps and GAMP's ``V``."""
+    """At the L-BFGS minimum of seed 0 at :data:`GAMP_D`: whether consistent GAMP variances exist and, if
+    they do, the share of samples at their envelope's global minimiser, the cavity fields' kurtosis and
+    variance, and each order parameter of GAMP's state beside the theory map's value of it there."""
     settings = GampSettings(model, alpha=alpha, d=GAMP_D, init=init, trained=True, rule=ProxRule.FOLLOWED)
     gamp, data, simulation = gamp_on_training_set(settings)
-    q0 = initial_weights(init, [settings.seed], data, simulation)
-    minimum = train(q0, data, simulation).q[0]
+    minimum = start_and_minimum(settings, data, simulation)[1]
     state, consistent = consistent_state(gamp, minimum)
-    finite = simulation.finite
-    overlaps = teacher_normalised_overlaps(finite, state.q, data.teachers[0]) | response_parameters(finite, state.s)
-    solver = make_solver(model)
-    values = np.array([overlaps[name] for name in solver.problem.compiled.names])
     if not consistent:
         return {"gamp_consistent": False}
+    overlaps = theory_parameters(simulation.finite, state, data.teachers[0])
+    solver = make_solver(model)
     names = solver.problem.compiled.names
+    values = np.array([overlaps[name] for name in names])
     updated = dict(zip(names, solver.problem.map.evaluate(values, alpha, Effort.FULL).updated, strict=True))
     cavity = field_envelopes(gamp, state)[0].omega.numpy()
     return {

@@ -28,7 +28,7 @@ from attnphase.saddle.points.checks import (
 CURVATURE_PREFIX = "curvature_"
 
 
-def _flag(value: object) -> bool | None:
+def read_flag(value: object) -> bool | None:
     """A table's ``True`` / ``False`` cell as a flag; ``None`` for anything else (an empty cell)."""
     return {"true": True, "1": True, "false": False, "0": False}.get(str(value).lower())
 
@@ -98,8 +98,8 @@ class FixedPoint(SaddlePoint):
     assessment: Assessment = Assessment.NOT_ASKED
     stability_problem: Failure | None = None  # why the assessment failed
     # replica symmetry (saddle/stability/replicon.py): the replicon (inf where the prox's jumps carry
-    # weight, NaN where that is unresolved), its smooth part, the jump term's share of the fluctuation response, and
-    # whether the replica-symmetric point is stable (None where unresolved or not assessed)
+    # weight, NaN where that is unresolved), its smooth part, the jump term's share of the fluctuation
+    # response, and whether the replica-symmetric point is stable (None where unresolved or not assessed)
     replicon: float = float("nan")
     replicon_smooth: float = float("nan")
     jump_ratio: float = float("nan")
@@ -136,7 +136,7 @@ class FixedPoint(SaddlePoint):
         failures = parse_status(str(status)) if isinstance(status, str) else ()
         if not converged and not failures:
             failures = parse_status("residual: not recorded")
-        stable = _flag(row.get("stable"))
+        stable = read_flag(row.get("stable"))
         recorded = row.get("stability_status")
         if isinstance(recorded, str):
             assessment, problem = parse_assessment(recorded)
@@ -173,7 +173,7 @@ class FixedPoint(SaddlePoint):
             replicon=float(row.get("replicon", float("nan"))),
             replicon_smooth=float(row.get("replicon_smooth", float("nan"))),
             jump_ratio=float(row.get("jump_ratio", float("nan"))),
-            rs_stable=_flag(row.get("rs_stable")),
+            rs_stable=read_flag(row.get("rs_stable")),
             sheet=int(row.get("sheet", 0)),
             train_loss_check=float(row.get("train_loss_check", float("nan"))),
             train_loss_check_se=float(row.get("train_loss_check_se", float("nan"))),

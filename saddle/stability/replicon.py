@@ -169,7 +169,7 @@ def jump_coefficient(problem: Problem, point: FixedPoint, delta: float) -> float
     params, consts = problem.geometry.kernel_point(point.values), problem.consts
     found = problem.engine.full_on(nodes, point.values)
     envelope = problem.engine.kernel.envelope(params)
-    values = np.full(found.minima.shape[::2], np.inf)  # (S, N)
+    values = np.full((found.minima.shape[0], nodes.shape[1]), np.inf)
     for slot, minimum in enumerate(found.minima):
         present = np.isfinite(minimum).all(axis=0)
         values[slot] = np.where(present, envelope(np.where(present, minimum, 0.0), nodes), np.inf)
