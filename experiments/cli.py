@@ -157,6 +157,9 @@ def landscape(
         ),
     ] = None,
     order: Annotated[int, typer.Option(help=f"Gauss-Hermite points per dimension, {GAUSS_HERMITE_ORDER}.")] = 14,
+    prox: Annotated[
+        str, typer.Option(help="The fixed points' prox policy: global, local or both (the grid: the first).")
+    ] = "global",
     overwrite: Overwrite = False,
 ) -> None:
     """The lowest training loss at fixed (m, theta) on a grid, and every fixed point at ALPHA with its stability.
@@ -171,7 +174,15 @@ def landscape(
     with user_errors():
         bounds = None if extent is None else parse_grid(extent, "extent", EXTENT)
         result = run(
-            model, alpha, points=points, extent=bounds, order=order, out=out, overwrite=overwrite, progress=None
+            model,
+            alpha,
+            points=points,
+            extent=bounds,
+            order=order,
+            prox=prox,
+            out=out,
+            overwrite=overwrite,
+            progress=None,
         )
     typer.echo(f"{result.summary()}\ntables and figure in {out}/")
 
@@ -455,7 +466,11 @@ def gamp(
         bool, typer.Option(help="Start at the L-BFGS minimum the initial weights lead to (consistent variances).")
     ] = False,
     prox: Annotated[
-        str, typer.Option(help="Each sample's stationary point: global (the theory's) or followed (local).")
+        str,
+        typer.Option(
+            help="Each sample's stationary point: global (the theory's global policy), local (descent from the "
+            "cavity mean, the theory's local policy) or followed (from the last step's)."
+        ),
     ] = "global",
     seed: Annotated[int, typer.Option(help="Seed of the training set and the random starts.")] = 0,
     iterations: Annotated[int, typer.Option(help="At most this many GAMP steps.")] = 200,

@@ -108,6 +108,29 @@ def mark_replica_symmetry(ax, points: pd.DataFrame, x: str, y: str) -> None:
             ax.plot(chosen[x], chosen[y], linestyle="none", markersize=4, **style)
 
 
+#: How a local-policy branch is drawn beside the global one (THEORY.md sec. 12).
+LOCAL_STYLE = {"marker": "+", "markersize": 4, "alpha": 0.7}
+
+
+def _unlabelled(text: str) -> None:
+    """No legend label (a line the legend names once for all its kind)."""
+    return None
+
+
+def of_policy(table: pd.DataFrame, prox: str) -> pd.DataFrame:
+    """The rows of ``table`` computed under the prox policy ``prox`` (a table without a ``prox`` column is
+    the global policy's)."""
+    policies = table["prox"] if "prox" in table else pd.Series("global", index=table.index)
+    return table[policies == prox]
+
+
+def primary_policy(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the global policy, or of the local one in a table without global rows: those the
+    global minimum and the thresholds are read from."""
+    global_rows = of_policy(table, "global")
+    return global_rows if len(global_rows) or "prox" not in table else table
+
+
 def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionModel) -> Figure:
     """Four panels: the norm of each overlap family on the branches where it is non-zero (the paper's
     ``|m|`` and ``|theta|``), the training loss per branch, the test error of the global minimum
@@ -115,21 +138,30 @@ def scan_figure(branches: pd.DataFrame, thresholds: pd.Series, model: AttentionM
     branches (THEORY.md sec. 5, 6; the paper's semantic - positional); points that are not
     replica-symmetric stable are marked on the training losses and the global minimum
     (:func:`mark_replica_symmetry`); ``branches`` and ``thresholds`` are the tables of a scan of
-    ``model``."""
-    ok = with_family_norms(branches[branches["converged"].astype(bool)], model)
+    ``model``. Where ``branches`` holds the local policy's points too (a ``prox`` column), its branches
+    are drawn in the same colours with :data:`LOCAL_STYLE` on the first two panels; the last two are the
+    global policy's."""
+    every = with_family_norms(branches[branches["converged"].astype(bool)], model)
+    ok = primary_policy(every)
     norms = list(norm_columns(model))
     fig = Figure(figsize=(10, 7.5), layout="constrained")
     axes = fig.subplots(2, 2)
     ax_overlap, ax_train, ax_test, ax_gap = axes.ravel()
-    colours = branch_colours(ok["branch"])
-    for branch, group, named, extra in branch_sheets(ok):
-        colour = colours[branch]
-        for column, line in zip(norms, FAMILY_LINES, strict=False):
-            if not group[column].any():
-                continue  # a family the branch holds at zero
-            label = named(f"{column} ({branch})")
-            ax_overlap.plot(group["alpha"], group[column], color=colour, linestyle=line, label=label, **extra)
-        ax_train.plot(group["alpha"], group["train_loss"], color=colour, label=named(branch), **extra)
+    colours = branch_colours(every["branch"])
+    local = of_policy(every, "local") if len(ok) != len(every) else every.iloc[:0]
+    for points, style in ((ok, {}), (local, LOCAL_STYLE)):
+        for branch, group, named, extra in branch_sheets(points):
+            colour, extra = colours[branch], {**extra, **style}
+            named = _unlabelled if style else named  # one legend entry for every local branch (below)
+            for column, line in zip(norms, FAMILY_LINES, strict=False):
+                if not group[column].any():
+                    continue  # a family the branch holds at zero
+                label = named(f"{column} ({branch})")
+                ax_overlap.plot(group["alpha"], group[column], color=colour, linestyle=line, label=label, **extra)
+            ax_train.plot(group["alpha"], group["train_loss"], color=colour, label=named(branch), **extra)
+    if len(local):
+        for ax in (ax_overlap, ax_train):
+            ax.plot([], [], color="0.3", label="local prox (same colours)", **LOCAL_STYLE)
     ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics")
     mark_replica_symmetry(ax_train, ok, "alpha", "train_loss")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss of each branch")
@@ -218,6 +250,9 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
     that are not replica-symmetric stable marked (:func:`mark_replica_symmetry`). One panel per
     combination of the other swept parameters; ``thresholds`` and ``branches`` are a phase diagram's
     tables (with their ``unit`` column)."""
+    global_rows = of_policy(thresholds, "global")
+    local = of_policy(thresholds, "local") if len(global_rows) else thresholds.iloc[:0]
+    thresholds, branches = primary_policy(thresholds), primary_policy(branches)
     axis, others = _parameters(thresholds)
     panels = _panels(thresholds, others)
     fig = Figure(figsize=(5.5 * len(panels), 4.5), layout="constrained")
@@ -260,6 +295,9 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
         order = panel.sort_values(axis)
         ax.plot(order[axis], order["alpha_c"], color="k", marker="o", markersize=3, label=r"$\alpha_c$")
         ax.plot(order[axis], order["alpha_l"], color="k", linestyle=":", marker="x", markersize=3, label=r"$\alpha_l$")
+        if len(local):
+            on_panel = local[local["unit"].isin(units)].sort_values(axis)
+            ax.plot(on_panel[axis], on_panel["alpha_c"], color="0.4", label=r"$\alpha_c$ (local prox)", **LOCAL_STYLE)
         ax.set(xlabel=axis, ylabel=r"$\alpha$", title=title)
         ax.legend(handles=[*shaded, *ax.get_legend_handles_labels()[0]], fontsize=7, loc="best")
     return fig
@@ -267,9 +305,11 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
 
 def gap_figure(branches: pd.DataFrame, low: str, high: str) -> Figure:
     """The training-loss gap ``eps_t(high) - eps_t(low)`` against alpha, one curve per unit labelled by
-    its swept parameters (paper Fig. 3 centre; ``low, high``: the declaration's critical pair)."""
+    its swept parameters (paper Fig. 3 centre; ``low, high``: the declaration's critical pair), on the
+    global policy's branches where ``branches`` holds both."""
     fig = Figure(figsize=(6, 4.5), layout="constrained")
     ax = fig.add_subplot()
+    branches = primary_policy(branches)
     ok = branches[branches["converged"].astype(bool)]
     _, varying = _swept(branches, "alpha")
     for unit, group in ok.groupby("unit", sort=True):

@@ -40,6 +40,7 @@ class ProxRule(enum.StrEnum):
 
     GLOBAL = "global"  # the lowest of Newton from omega, 0, the last z* and shifted starts: the theory's rule
     FOLLOWED = "followed"  # Newton from the sample's last z* (from omega at the first step): a local rule
+    LOCAL = "local"  # Newton from the sample's cavity mean omega at every step: the theory's local policy
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,8 @@ def prox(
 ) -> ProxFound:
     """The stationary point ``rule`` takes at every sample (:class:`ProxRule`); ``last``: the last output
     step's ``z*`` (``None`` at the first)."""
+    if rule is ProxRule.LOCAL:
+        return newton(envelopes, envelopes.omega, tuning)
     if rule is ProxRule.FOLLOWED:
         return newton(envelopes, envelopes.omega if last is None else last, tuning)
     starts = global_starts(envelopes, last, directions)

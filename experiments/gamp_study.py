@@ -47,7 +47,8 @@ from attnphase.experiments.training import (
 )
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.phases.survey import make_solver
-from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.prox.policy import Effort, ProxChoice
+from attnphase.saddle.settings import SolverSettings
 
 #: Order-parameter names drawn as Greek letters in the figure's labels.
 GREEK = ("theta", "mu", "rho")
@@ -56,7 +57,16 @@ GREEK = ("theta", "mu", "rho")
 INITS = ("positional", "semantic", "random")
 
 #: The columns of :func:`sample_classes` (empty where the end state is not finite).
-CLASS_COLUMNS = ("sample", "envelope", "global_envelope", "gap", "distance", "smallest_curvature", "at_global")
+CLASS_COLUMNS = (
+    "sample",
+    "envelope",
+    "global_envelope",
+    "gap",
+    "distance",
+    "smallest_curvature",
+    "at_global",
+    "descent_at_global",
+)
 
 #: The relative shrink of the rescaled ``theta`` that keeps the state evolution's start inside its domain.
 INSIDE = 1e-9
@@ -234,14 +244,17 @@ def field_envelopes(gamp: Gamp, state: GampState) -> tuple[Envelopes, torch.Tens
 def sample_classes(gamp: Gamp, state: GampState) -> pd.DataFrame:
     """Per sample at ``state``: the envelope of which its field is a stationary point
     (:func:`field_envelopes`) at the field and at the global rule's minimiser, their relative gap, the
-    distance between the two, the smallest Hessian eigenvalue at the field and whether the field is the
-    global minimiser (:data:`GLOBAL_GAP`)."""
+    distance between the two, the smallest Hessian eigenvalue at the field, whether the field is the
+    global minimiser (:data:`GLOBAL_GAP`) and whether the descent from the cavity mean (the local rule)
+    reaches the global minimiser there (``descent_at_global``)."""
     envelopes, z = field_envelopes(gamp, state)
     value, _, hess = envelopes.derivatives(z)
     starts = torch.cat([z, global_starts(envelopes, None, gamp.directions)])
     count = starts.shape[0] // z.shape[0]
     best = lowest(newton(envelopes.repeated(count), starts, gamp.tuning), count)
-    gap = (value - best.value) / best.value.abs().clamp(min=1e-300)
+    scale = best.value.abs().clamp(min=1e-300)
+    gap = (value - best.value) / scale
+    descent = newton(envelopes, envelopes.omega, gamp.tuning)
     return pd.DataFrame(
         {
             "sample": np.arange(z.shape[0]),
@@ -251,6 +264,7 @@ def sample_classes(gamp: Gamp, state: GampState) -> pd.DataFrame:
             "distance": (z - best.z).norm(dim=-1).numpy(),
             "smallest_curvature": torch.linalg.eigvalsh(hess)[:, 0].numpy(),
             "at_global": (gap <= GLOBAL_GAP).numpy(),
+            "descent_at_global": ((descent.value - best.value) / scale <= GLOBAL_GAP).numpy(),
         }
     )
 
@@ -335,6 +349,7 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
         "final_step": rows[-1]["step"],
         "gradient_norm": rows[-1]["gradient_norm"],
         "at_global": float(classes["at_global"].mean()) if finite_end else None,
+        "descent_at_global": float(classes["descent_at_global"].mean()) if finite_end else None,
         "training_minimum_overlap": gram_overlap(state.q, minimum) if finite_end else None,
         "training_minimum": finite.order_parameters(minimum, teacher),
         "start_at_global": float(sample_classes(gamp, start_state)["at_global"].mean()) if settings.trained else None,
@@ -345,8 +360,10 @@ def run_gamp(settings: GampSettings, progress: bool | None = False) -> tuple[pd.
 def state_evolution(settings: GampSettings, start: dict[str, float], steps: int) -> pd.DataFrame:
     """The saddle-point map iterated ``steps`` times from ``start`` (GAMP's initial order parameters under
     the theory's names, :func:`theory_parameters`), each step moved by GAMP's damping fraction
-    towards the map's value; the global policy (the map's own)."""
-    solver = make_solver(settings.model)
+    towards the map's value; under the theory's local policy where GAMP takes the local rule, else the
+    global one (THEORY.md sec. 12)."""
+    policy = ProxChoice.LOCAL if settings.rule is ProxRule.LOCAL else ProxChoice.GLOBAL
+    solver = make_solver(settings.model, SolverSettings(prox=policy))
     names = solver.problem.compiled.names
     params = np.array([float(start[name]) for name in names])
     beta = settings.tuning.damping
@@ -449,7 +466,8 @@ def gamp(
 ) -> GampResult:
     """GAMP on the training set of ``seed`` of ``model`` at ``alpha`` and ``d`` (module docstring), from the
     ``init`` weights or, if ``trained``, the L-BFGS minimum they lead to; ``prox`` the rule for each
-    sample's stationary point (``global`` or ``followed``); ``damping`` the fraction of each update taken.
+    sample's stationary point (``global``, ``local``: descent from the cavity mean at every step, as the
+    theory's local policy, or ``followed``: from the last step's); ``damping`` the fraction of each update taken.
     With ``out``, the directory is locked for the call, files of a run with other settings are refused
     unless ``overwrite``, and the tables, figure and ``run.json`` are written there."""
     model = checked_model(model)

@@ -24,6 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import branch_colours, branch_marker
+from attnphase.experiments.options import ProxOption, choice_of
 from attnphase.experiments.parsing import EXTENT, GRID_POINTS
 from attnphase.experiments.run_context import RunContext
 from attnphase.experiments.storage import read_table, write_table
@@ -101,7 +102,7 @@ def landscape_identity(
 def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Sequence[str], alpha: float) -> Figure:
     """Filled contours of ``train_loss`` over the two ``axes`` (converged nodes only, where they make a grid
     of two rows and two columns at least; else the fixed points alone), the fixed points marked in their
-    branch's style, filled if stable and open if not."""
+    branch's style, filled if stable and open if not, the local policy's smaller."""
     x_name, y_name = axes
     table = grid[grid["converged"].astype(bool)].pivot_table(index=y_name, columns=x_name, values="train_loss")
     fig = Figure(figsize=(6.5, 5), layout="constrained")
@@ -117,16 +118,17 @@ def landscape_figure(grid: pd.DataFrame, fixed_points: pd.DataFrame, axes: Seque
     for _, p in fixed_points.iterrows():
         colour = colours[str(p["branch"])]
         stable = _kind(p["stable"]) == "minimum"
+        local = p.get("prox", "global") == "local"
         ax.plot(
             abs(p[x_name]),
             abs(p[y_name]),
             linestyle="none",
             marker=branch_marker(str(p["branch"])),
-            markersize=10,
+            markersize=6 if local else 10,
             markerfacecolor=colour if stable else "white",
             markeredgecolor="k" if stable else colour,
-            markeredgewidth=1.5,
-            label=f"{p['branch']} ({_kind(p['stable'])})",
+            markeredgewidth=1.0 if local else 1.5,
+            label=f"{p['branch']}{', local prox' if local else ''} ({_kind(p['stable'])})",
         )
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
@@ -174,6 +176,7 @@ def landscape(
     points: int = 11,
     extent: Sequence[float] | None = None,
     order: int = 14,
+    prox: str = "global",
     out: str | Path | None = None,
     overwrite: bool = False,
     progress: bool | None = True,
@@ -183,15 +186,21 @@ def landscape(
     ``alpha``, on a Gauss-Hermite rule of ``order`` points per dimension.
 
     ``axes``: two order-parameter names of overlap families (default: the leading entries of the first
-    two). With ``out``, the directory is held for the call, the grid is written row by row, and a rerun
-    with the same settings resumes from the rows written; other settings are refused unless
+    two). ``prox``: the fixed points' prox policy (THEORY.md sec. 12; ``global``, ``local`` or ``both``, each
+    point with its ``prox``); the grid is the global policy's (the lowest training loss), or the local
+    policy's when that is the only one. With ``out``, the directory is held for the call, the grid is
+    written row by row, and a rerun with the same settings resumes from the rows written; other settings
+    are refused unless
     ``overwrite``. Writes ``landscape.csv``, ``fixed_points.csv``, ``landscape.png/.pdf``, ``run.json``.
     """
     model = checked_model(model)
     alpha = check(alpha, "alpha", ALPHA)
     points = int(check(points, "points", GRID_POINTS))
     order = int(check(order, "order", GAUSS_HERMITE_ORDER))
-    solver = make_solver(model, SolverSettings(quadrature=GaussHermite(order), test_quadrature=GaussHermite(order)))
+    policies = choice_of(ProxOption, prox, "prox").policies
+    rule = GaussHermite(order)
+    solvers = [make_solver(model, SolverSettings(quadrature=rule, test_quadrature=rule, prox=p)) for p in policies]
+    solver = solvers[0]
     system = solver.problem.compiled.system
     overlap_names = [e.name for e in system.entries if e.family in system.overlap_families]
     leading = [next(e.name for e in system.entries if e.family == f) for f in system.overlap_families]
@@ -202,13 +211,14 @@ def landscape(
         extent = tuple(check(e, "extent", EXTENT) for e in extent)
         if len(extent) != 2:
             raise ValueError(f"extent must give two values, one per axis; got {len(extent)}")
-    options = {"points": points, "extent": list(extent) if extent else None, "order": order}
+    options = {"points": points, "extent": list(extent) if extent else None, "order": order, "prox": str(prox)}
     identity = landscape_identity(model, alpha, chosen, options)
     with RunContext(out, identity, LandscapeResult.outputs(), overwrite) as run:
         started = time.perf_counter()
         done = run.resume(lambda: _rows(run.path("landscape.csv"), points))
         done = pd.DataFrame() if done is None else done
-        found = fixed_points_at(solver, alpha)
+        every = [point for each in solvers for point in fixed_points_at(each, alpha)]
+        found = [point for point in every if point.prox == policies[0].value]
         values = [_axis_values(a, extent[i] if extent else None, points, found, solver) for i, a in enumerate(chosen)]
         held = ConstrainedSolver(solver, overlap_names)
         rows = done.to_dict("records")
@@ -245,7 +255,7 @@ def landscape(
             alpha,
             chosen,
             pd.DataFrame(rows),
-            pd.DataFrame([p.row() for p in found]),
+            pd.DataFrame([p.row() for p in every]),
             options,
             time.perf_counter() - started,
         )

@@ -25,6 +25,7 @@ import numpy as np
 
 from attnphase.replica.declaration import AttentionModel, InputTypeError, Interval, shown
 from attnphase.saddle.equations.forms import ConjugateForm
+from attnphase.saddle.prox.policy import ProxChoice
 from attnphase.saddle.quadrature.check import CHECK_LOG2_POINTS, QuadratureCheck
 from attnphase.saddle.quadrature.rules import GAUSS_HERMITE_ORDER, PRUNE, SOBOL_LOG2_POINTS, GaussHermite, make_rule
 from attnphase.saddle.settings import SolverSettings
@@ -37,6 +38,19 @@ class Quadrature(enum.StrEnum):
 
     GAUSS_HERMITE = "gauss-hermite"
     SOBOL = "sobol"
+
+
+class ProxOption(enum.StrEnum):
+    """The prox policies a scan traces its branches under (:class:`~attnphase.saddle.prox.policy.ProxChoice`)."""
+
+    GLOBAL = "global"
+    LOCAL = "local"
+    BOTH = "both"
+
+    @property
+    def policies(self) -> tuple[ProxChoice, ...]:
+        """The policies, the global one first."""
+        return tuple(ProxChoice) if self is ProxOption.BOTH else (ProxChoice(self.value),)
 
 
 def _option(default: Any, help: str, flag: str | None = None) -> Any:
@@ -78,11 +92,18 @@ class ScanOptions:
         f"log2 of the points of each of four scrambled Sobol rules on which every converged point's training "
         f"loss is evaluated again for its quadrature error, {CHECK_LOG2_POINTS} (0: none).",
     )
+    prox: ProxOption = _option(
+        ProxOption.GLOBAL,
+        "The stationary point of the envelope at every node: global (the global minimiser: the theory of the "
+        "training loss's global minimum), local (the minimiser a descent from the cavity mean reaches: GAMP's "
+        "fixed points) or both (a scan under each, in the subdirectories global/ and local/).",
+    )
     tuning: Tuning = field(default=Tuning(), metadata={"help": None, "flag": None})
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "quadrature", _choice(Quadrature, self.quadrature, "quadrature"))
-        object.__setattr__(self, "conjugate_form", _choice(ConjugateForm, self.conjugate_form, "conjugate_form"))
+        object.__setattr__(self, "quadrature", choice_of(Quadrature, self.quadrature, "quadrature"))
+        object.__setattr__(self, "conjugate_form", choice_of(ConjugateForm, self.conjugate_form, "conjugate_form"))
+        object.__setattr__(self, "prox", choice_of(ProxOption, self.prox, "prox"))
         if self.order is not None:
             interval = GAUSS_HERMITE_ORDER if self.quadrature is Quadrature.GAUSS_HERMITE else SOBOL_LOG2_POINTS
             object.__setattr__(self, "order", int(check(self.order, "order", interval)))
@@ -115,6 +136,8 @@ class ScanOptions:
         and order, the test error on the rule itself (Gauss-Hermite) or on the dimension's default
         Gauss-Hermite rule (beside a Sobol rule), alpha_l's finer rule, the error check seeded with the
         seed, and the tuning."""
+        if self.prox is ProxOption.BOTH:
+            raise ParameterError("prox: both is a scan under each policy; settings are those of one policy")
         dimension = model if isinstance(model, int) else _gaussian_dimension(model)
         options = self.resolved(dimension)
         rule = make_rule(options.quadrature.value, options.order, options.seed, options.prune)
@@ -132,6 +155,7 @@ class ScanOptions:
             error_check=QuadratureCheck(options.error_check, seed=options.seed) if options.error_check else None,
             seed=options.seed,
             tuning=self.tuning,
+            prox=ProxChoice(self.prox.value),
         )
 
     def record(self, model: AttentionModel | int) -> dict[str, Any]:
@@ -166,7 +190,8 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, enum.Enum) else value
 
 
-def _choice(kind: type[enum.Enum], value: Any, name: str) -> Any:
+def choice_of(kind: type[enum.Enum], value: Any, name: str) -> Any:
+    """``value`` as a member of the enum ``kind``, else one line naming ``name`` and the choices."""
     try:
         return kind(value)
     except ValueError:

@@ -33,7 +33,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from attnphase.experiments.figures import gap_figure, phase_diagram_figure
-from attnphase.experiments.options import ScanOptions
+from attnphase.experiments.options import ProxOption, ScanOptions
 from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
 from attnphase.experiments.run_context import RunContext
 from attnphase.experiments.scan import scan, scan_identity, scan_options
@@ -158,7 +158,8 @@ class PhaseDiagramResult(StudyResult):
 
     @property
     def thresholds(self) -> pd.DataFrame:
-        """One row per unit: ``unit``, the model's parameters, then the scan's ``thresholds`` columns."""
+        """One row per unit (and prox policy, with ``prox="both"``): ``unit``, the model's parameters, then
+        the scan's ``thresholds`` columns."""
         return self._gathered("thresholds")
 
     @property
@@ -200,10 +201,10 @@ class PhaseDiagramResult(StudyResult):
     def summary(self) -> str:
         """One line per parameter point: its varying parameters, alpha_c and alpha_l with their status."""
         lines = []
-        for name, row in zip(self.names, self.thresholds.itertuples(index=False), strict=True):
-            row = row._asdict()
+        for row in self.thresholds.to_dict("records"):
+            policy = f" ({row['prox']} prox)" if self.options.prox is ProxOption.BOTH else ""
             lines.append(
-                f"{name}: alpha_c = {row['alpha_c']:.6f} ({row['alpha_c_status']}), "
+                f"{row['unit']}{policy}: alpha_c = {row['alpha_c']:.6f} ({row['alpha_c_status']}), "
                 f"alpha_l = {row['alpha_l']:.6f} ({row['alpha_l_status']})"
             )
         return "\n".join(lines)
@@ -250,7 +251,9 @@ def phase_diagram(
 ) -> PhaseDiagramResult:
     """Scan every declaration of ``models`` over ``alphas`` (``options`` and ``option_values`` as in
     :func:`~attnphase.experiments.scan.scan`) and gather the thresholds, branches and changes of global
-    minimum into one phase diagram (module docstring).
+    minimum into one phase diagram (module docstring). With ``prox="both"`` each unit is a scan under each
+    policy, every table has its ``prox`` column and the figures' regions and alpha_c are the global
+    policy's, the local policy's alpha_c drawn beside it.
 
     ``jobs``: local worker processes (each with ``cpu_count // jobs`` numba threads; ``1`` runs in this
     process); ``scheduler``: the address of a Dask scheduler (``tcp://host:8786``) to run the units on

@@ -25,8 +25,9 @@ from matplotlib.figure import Figure
 
 from attnphase.baseline.linear import LinearBaseline, linear_baseline
 from attnphase.experiments.figures import scan_figure
-from attnphase.experiments.options import ScanOptions
+from attnphase.experiments.options import ProxOption, ScanOptions
 from attnphase.experiments.parsing import DEFAULT_ALPHAS, parse_alphas
+from attnphase.experiments.policy_scans import PolicyScans
 from attnphase.experiments.run_context import RunContext
 from attnphase.experiments.storage import RUN_FILE, CorruptResultsError, PointLog, read_json
 from attnphase.experiments.study import StudyResult, checked_model, logger, progress_bar, versions
@@ -119,6 +120,7 @@ class ScanResult(StudyResult):
             alpha_c_note=s.alpha_c.note,
             alpha_l_note=s.alpha_l.note,
             quadrature=self.points[0].quadrature if self.points else "",
+            prox=self.options.prox.value,
         )
         return pd.DataFrame([row])
 
@@ -126,17 +128,22 @@ class ScanResult(StudyResult):
     def transitions(self) -> pd.DataFrame:
         """Every change of the global minimum's branch between neighbouring alphas of the grid
         (``below``, ``above``, ``before``, ``after``: the branches at the lower and the upper alpha)."""
-        rows = [asdict(t) for t in self.solution.transitions]
-        return pd.DataFrame(rows, columns=["below", "above", "before", "after"])
+        rows = [asdict(t) | {"prox": self.options.prox.value} for t in self.solution.transitions]
+        return pd.DataFrame(rows, columns=["below", "above", "before", "after", "prox"])
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"branches": self.branches, "thresholds": self.thresholds, "transitions": self.transitions}
 
+    def identity(self, options: ScanOptions | None = None) -> dict[str, object]:
+        """What makes this scan (or, with ``options``, the same model and grid under those) the same
+        computation (:func:`scan_identity`)."""
+        return scan_identity(self.model, self.alphas, options or self.options)
+
     @property
     def record(self) -> dict[str, object]:
         return {
-            **(scan_identity(self.model, self.alphas, self.options)),
+            **self.identity(),
             "status": "complete",
             "seconds": round(self.seconds, 2),
             **trace_records(self.solution.traces.values()),
@@ -262,8 +269,9 @@ def verify_point(solver: SaddlePointSolver, point: FixedPoint) -> str | None:
     if point.branch not in by_name:
         return f"{point.branch!r} is not a branch of this model"
     settings = solver.settings
-    if (point.quadrature, point.conjugate_form) != (settings.quadrature.label, settings.conjugate_form):
-        return f"it was computed with {point.quadrature} and the {point.conjugate_form} form"
+    computed = (point.quadrature, point.conjugate_form, point.prox)
+    if computed != (settings.quadrature.label, settings.conjugate_form, settings.prox):
+        return f"it was computed with {point.quadrature}, the {point.conjugate_form} form and the {point.prox} prox"
     if not point.converged:
         return "it has not converged"
     fresh = solver.observe(point.values, point.alpha, by_name[point.branch])
@@ -346,14 +354,17 @@ def scan(
     overwrite: bool = False,
     progress: bool | None = True,
     **option_values: Any,
-) -> ScanResult:
+) -> ScanResult | PolicyScans:
     """Find and trace every branch of ``model`` over ``alphas`` (for the paper's declaration: positional,
     semantic, agnostic and mixed), the changes of global minimum, alpha_c and alpha_l (THEORY.md sec. 4-7).
 
     ``alphas``: a sequence of sample complexities or, as on the command line, ``start:stop:step`` (stop included) or
     ``a,b,c``. ``options``: the numerical options (:class:`~attnphase.experiments.options.ScanOptions`: the rule,
     the seed, the conjugate form, alpha_l's rule, ``stability`` (the curvature of the training loss in every overlap
-    family and whether each point is a minimum), the quadrature error check, the
+    family and whether each point is a minimum), the quadrature error check, ``prox`` (the stationary point
+    of the envelope at every node, THEORY.md sec. 12: ``global``, ``local``, or ``both``, which returns the
+    scans under each as a :class:`~attnphase.experiments.policy_scans.PolicyScans`, written into
+    ``out/global`` and ``out/local`` and gathered in ``out``), the
     :class:`~attnphase.saddle.tuning.Tuning`); ``option_values``: the same options by name (``order=12``), on top of
     ``options``. With ``out``, the directory is held for the whole scan (another
     run into it is refused at once), points are written to ``out/branches.csv`` as they are computed,
@@ -368,6 +379,8 @@ def scan(
     model = checked_model(model)
     grid = parse_alphas(alphas)
     options = scan_options(options, option_values)
+    if options.prox is ProxOption.BOTH:
+        return _scan_each_policy(model, grid, options, out, overwrite, progress)
     with RunContext(out, scan_identity(model, grid, options), ScanResult.outputs(), overwrite) as run:
         solver = make_solver(model, options.settings(model))
         log, traced = _resume(run, solver)
@@ -402,6 +415,27 @@ def scan(
             )
         result = ScanResult(model, grid, options, solution, baseline, time.perf_counter() - started)
         logger.info("scan finished: alpha_c = %.6f, alpha_l = %.6f", result.alpha_c, result.alpha_l)
+        run.save(result)
+    return result
+
+
+def _scan_each_policy(
+    model: AttentionModel,
+    grid: np.ndarray,
+    options: ScanOptions,
+    out: str | Path | None,
+    overwrite: bool,
+    progress: bool | None,
+) -> PolicyScans:
+    """:func:`scan` under each policy of ``options.prox`` (both), each into its subdirectory of ``out``."""
+    with RunContext(out, scan_identity(model, grid, options), PolicyScans.outputs(), overwrite) as run:
+        run.resume()
+        parts = {}
+        for choice in options.prox.policies:
+            into = run.path(choice.value)
+            part = dataclasses.replace(options, prox=choice.value)
+            parts[choice] = scan(model, grid, part, out=into, overwrite=overwrite, progress=progress)
+        result = PolicyScans(model, grid, options, parts)
         run.save(result)
     return result
 

@@ -358,7 +358,7 @@ POINT_NUMBERS = (
     "iterations",
     "prox_unconverged",
 )
-POINT_TEXTS = ("branch", "quadrature", "conjugate_form")
+POINT_TEXTS = ("branch", "quadrature", "conjugate_form", "prox")
 
 
 class PointLog:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnphase.saddle.equations.forms import ConjugateForm
+from attnphase.saddle.prox.policy import ProxChoice
 from attnphase.saddle.quadrature.check import QuadratureCheck
 from attnphase.saddle.quadrature.rules import GaussHermite, QuadratureRule, ScrambledSobol
 from attnphase.saddle.tuning import Tuning
@@ -25,8 +26,11 @@ class SolverSettings:
     (:class:`~attnphase.saddle.quadrature.check.QuadratureCheck`; ``None``: no estimate); ``seed``: of the
     prox's random start directions and of the envelope's symmetry tests; ``fold_symmetries``: compute the
     prox on one node per orbit of the envelope's symmetries (the result is the same up to rounding);
-    ``line_correction``: correct ``E[M*]`` for its kinks along lines (:mod:`saddle.quadrature.kinks`);
-    ``tuning``: every other numerical choice.
+    ``line_correction``: correct ``E[M*]`` for its kinks along lines (:mod:`saddle.quadrature.kinks`; under the
+    global policy only, where ``M*`` is continuous: the local policy's jumps where the descent's basin changes);
+    ``tuning``: every other numerical choice; ``prox``: the stationary point of the envelope taken at
+    every node (:class:`~attnphase.saddle.prox.policy.ProxChoice`: the global minimiser, the default and
+    the theory of the global minimum, or the local one a descent from the cavity mean reaches).
     """
 
     quadrature: QuadratureRule = GaussHermite(20)
@@ -38,6 +42,7 @@ class SolverSettings:
     fold_symmetries: bool = True
     line_correction: bool = True
     tuning: Tuning = Tuning()
+    prox: ProxChoice = ProxChoice.GLOBAL
 
     def __post_init__(self) -> None:
         rules, rule = (GaussHermite, ScrambledSobol), "a GaussHermite or ScrambledSobol rule"
@@ -52,4 +57,6 @@ class SolverSettings:
             check_type(getattr(self, flag), flag, bool, "True or False")
         form = check_choice(self.conjugate_form, "conjugate_form", tuple(f.value for f in ConjugateForm))
         object.__setattr__(self, "conjugate_form", ConjugateForm(form))
+        prox = check_choice(self.prox, "prox", tuple(p.value for p in ProxChoice))
+        object.__setattr__(self, "prox", ProxChoice(prox))
         object.__setattr__(self, "seed", check(self.seed, "seed", SEED))

@@ -64,6 +64,21 @@ def test_newton_ends_at_a_stationary_point_and_the_global_rule_at_the_lowest():
         assert bool((best.value <= single.value + 1e-14).all())
 
 
+def test_the_local_rule_descends_from_the_cavity_mean_whatever_the_last_step():
+    """The local rule (the theory's local policy) is Newton from omega at every step, never lower than the
+    global rule and never above the envelope at omega."""
+    gamp, data, simulation = _gamp(ap.paper_model(omega=0.15), 2.0, 50)
+    state = gamp.start(initial_weights("positional", [0], data, simulation)[0] * 40, 30.0)
+    envelopes = gamp.envelopes(state)
+    tuning = GampTuning()
+    local = prox(envelopes, ProxRule.LOCAL, None, gamp.directions, tuning)
+    elsewhere = prox(envelopes, ProxRule.LOCAL, torch.zeros_like(envelopes.omega), gamp.directions, tuning)
+    assert torch.equal(local.z, elsewhere.z)
+    best = prox(envelopes, ProxRule.GLOBAL, None, gamp.directions, tuning)
+    assert bool((local.value >= best.value - 1e-14).all())
+    assert bool((local.value <= envelopes.value(envelopes.omega) + 1e-14).all())
+
+
 @pytest.mark.parametrize("l1", [0.0, 0.3])
 def test_the_denoiser_minimises_the_input_objective(l1):
     """w = argmin l1 |w| + l2 w^2/2 + A w^2/2 - b w at rank 1, against a dense grid."""
@@ -97,7 +112,8 @@ def _run(model, alpha, d, init, **options):
 def test_started_at_a_training_minimum_gamp_stays_there():
     """Check (c): at omega 0.2, alpha 2, d = 400, from the L-BFGS minimum of the positional start with
     consistent variances, GAMP (followed rule) does not move, and nearly every sample's field is its
-    envelope's global minimiser there."""
+    envelope's global minimiser there, as is the minimiser a descent from its cavity mean reaches (the
+    local policy agrees with the global one on nearly every sample)."""
     model = ap.paper_model(omega=0.2)
     iterations, classes, outcome = _run(
         model,
@@ -116,6 +132,7 @@ def test_started_at_a_training_minimum_gamp_stays_there():
         assert last[name] == pytest.approx(first[name], abs=1e-6)
     assert last["gradient_norm"] < 1e-6 and first["m"] > 0.1
     assert outcome["at_global"] > 0.9 and (classes["gap"] >= -1e-9).all()
+    assert outcome["descent_at_global"] > 0.9
     assert outcome["training_minimum_overlap"] > 0.999
 
 

@@ -175,3 +175,17 @@ def test_the_command_line_refuses_a_bad_grid_in_one_line(tmp_path):
     assert result.exit_code == 2
     assert "omegas" in result.output and "[0, 1]" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_phase_diagram_under_both_policies_keeps_alpha_c_on_the_global_one(tmp_path):
+    """``prox="both"``: every unit is a scan under each policy; the gathered thresholds have a row per unit
+    and policy, the global rows equal a global-only diagram's, and the figures draw from them."""
+    both = phase_diagram(models(), ALPHAS, **OPTIONS, prox="both", out=tmp_path / "both", progress=False)
+    alone = phase_diagram(models(), ALPHAS, **OPTIONS, out=tmp_path / "global", progress=False)
+    thresholds = both.thresholds
+    assert thresholds.groupby("unit")["prox"].agg(list).tolist() == [["global", "local"]] * len(OMEGAS)
+    global_rows = thresholds[thresholds["prox"] == "global"].reset_index(drop=True)
+    assert global_rows["alpha_c"].to_numpy() == pytest.approx(alone.thresholds["alpha_c"].to_numpy(), rel=1e-9)
+    assert set(both.branches["prox"]) == {"global", "local"}
+    assert "local prox" in both.summary() or "(local prox)" in both.summary()
+    assert (tmp_path / "both" / "phase_diagram.png").exists()

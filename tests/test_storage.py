@@ -190,12 +190,18 @@ def _garbage_number(text: str) -> str:
     return "".join(lines)
 
 
+def _a_line_short(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    lines[1] = lines[1].rstrip("\n").rsplit(",", 1)[0] + "\n"
+    return "".join(lines)
+
+
 CORRUPTIONS = {
     ("branches.csv", "cut mid-line"): (_cut_mid_line, "ends in the middle of line"),
     ("branches.csv", "garbage number"): (_garbage_number, "line 3: q = '0.1x3' is not a number"),
     ("branches.csv", "empty"): (lambda text: "", "the file is empty"),
     ("branches.csv", "header missing"): (lambda text: text.split("\n", 1)[1], "the header line is missing"),
-    ("branches.csv", "a line short"): (lambda text: text.replace(",score\n", "\n", 1), "fields, the header"),
+    ("branches.csv", "a line short"): (_a_line_short, "fields, the header"),
     ("run.json", "truncated JSON"): (lambda text: text[: len(text) // 2], "is not valid JSON"),
     ("run.json", "empty"): (lambda text: "", "the file is empty"),
     ("run.json", "not an object"): (lambda text: "[1, 2]\n", "not an object"),

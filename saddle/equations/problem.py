@@ -29,7 +29,7 @@ from attnphase.saddle.points.diagnosis import Diagnosis
 from attnphase.saddle.prox.engine import ProxEngine
 from attnphase.saddle.prox.folding import FoldFinder
 from attnphase.saddle.prox.kernel import NodeKernel
-from attnphase.saddle.prox.policy import GlobalMinimum
+from attnphase.saddle.prox.policy import ProxChoice, disagreement_weight, make_policy
 from attnphase.saddle.quadrature.rules import QuadratureRule
 from attnphase.saddle.settings import SolverSettings
 
@@ -63,11 +63,7 @@ class Problem:
         patterns = SymmetryPatterns(geometry)
         nodes, weights = compiled.rule(settings.quadrature)
         kernel = NodeKernel(compiled, consts, tuning.prox)
-        rng = np.random.default_rng(settings.seed)
-        k = compiled.prox_dimension
-        directions = rng.standard_normal((tuning.prox.directions(k), k))
-        directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
-        policy = GlobalMinimum(kernel, directions, geometry.largest_response, tuning.prox.warm_start)
+        policy = make_policy(settings.prox, kernel, geometry.largest_response, tuning.prox, settings.seed)
         folds = FoldFinder(
             system,
             kernel,
@@ -88,7 +84,8 @@ class Problem:
             (nodes, weights),
             compiled.rule(settings.test_quadrature),
             settings.error_check,
-            settings.line_correction,
+            # the local policy's M* jumps (in value) where the descent's basin changes: no kink to correct
+            settings.line_correction and settings.prox is ProxChoice.GLOBAL,
             tuning.quadrature,
         )
         return cls(
@@ -174,6 +171,17 @@ class Problem:
         """A fresh problem at the same constants on ``rule`` (for the map and the test error alike)."""
         settings = replace(self.settings, quadrature=rule, test_quadrature=rule)
         return Problem.build(self.compiled, settings, self.consts.copy())
+
+    def prox_disagreement(self, params: np.ndarray, values: np.ndarray) -> float:
+        """The share of the rule's weight where the local and the global policies' stationary points differ
+        at ``params`` (:func:`~attnphase.saddle.prox.policy.disagreement_weight`), ``values`` the envelope at
+        this problem's own policy's prox on the rule; the other policy's prox is computed in full."""
+        other = ProxChoice.GLOBAL if self.settings.prox is ProxChoice.LOCAL else ProxChoice.LOCAL
+        kernel = self.engine.kernel
+        policy = make_policy(other, kernel, self.geometry.largest_response, kernel.tuning, self.settings.seed)
+        others = self.engine.full_on(self.map.nodes, params, policy).value
+        local, lowest = (values, others) if other is ProxChoice.GLOBAL else (others, values)
+        return disagreement_weight(self.map.weights, local, lowest)
 
     def constant(self, name: str) -> float:
         """The value of the declaration's named constant ``name`` in this problem."""

@@ -92,6 +92,10 @@ class FixedPoint(SaddlePoint):
     symmetry_defect: float  # max |F(x)| over the parameters the branch holds at zero (by symmetry or gauge)
     quadrature: str
     conjugate_form: str
+    prox: str = "global"  # the policy of the envelope's stationary point (saddle.prox.policy.ProxChoice)
+    # the share of the rule's weight where the local and global policies' stationary points differ
+    # (saddle.prox.policy.disagreement_weight); NaN away from a fixed point
+    prox_disagreement: float = float("nan")
     # smallest eigenvalue of the training loss's Hessian block per overlap family (saddle/stability/)
     curvature: Mapping[str, float] = field(default_factory=dict)
     stable: bool | None = None  # Hessian positive definite; None where not assessed
@@ -162,6 +166,8 @@ class FixedPoint(SaddlePoint):
             prox_unconverged=int(row["prox_unconverged"]),
             quadrature=str(row["quadrature"]),
             conjugate_form=str(row["conjugate_form"]),
+            prox=str(row.get("prox", "global")),
+            prox_disagreement=float(row.get("prox_disagreement", float("nan"))),
             curvature={
                 str(k).removeprefix(CURVATURE_PREFIX): float(v)
                 for k, v in row.items()
@@ -207,6 +213,8 @@ class FixedPoint(SaddlePoint):
             train_loss_check_se=self.train_loss_check_se,
             error_check=self.error_check,
             conjugate_form=self.conjugate_form,
+            prox=self.prox,
+            prox_disagreement=self.prox_disagreement,
         )
         return row
 

@@ -119,11 +119,13 @@ class ProxEngine:
             return ProxResult(z, value, grad, minima)
         return ProxResult(fold.unfold_z(z), fold.unfold(value), fold.unfold(grad), minima)
 
-    def full_on(self, nodes: np.ndarray, params: np.ndarray) -> ProxResult:
-        """The full prox on other ``nodes`` (an error check's rule), unfolded and unremembered."""
+    def full_on(self, nodes: np.ndarray, params: np.ndarray, policy: ProxPolicy | None = None) -> ProxResult:
+        """The full prox of ``policy`` (default: this engine's) on ``nodes`` (an error check's rule, or
+        this one's), unfolded and unremembered."""
+        policy = policy or self.policy
         point = self.geometry.kernel_point(params)
-        starts = self.policy.starts(nodes, point, Effort.FULL, None)
-        return self.policy.minimise(nodes, point, starts, self.tolerance(params), Effort.FULL)
+        starts = policy.starts(nodes, point, Effort.FULL, None)
+        return policy.minimise(nodes, point, starts, self.tolerance(params), Effort.FULL)
 
     def from_starts(self, nodes: np.ndarray, point: np.ndarray, starts: np.ndarray) -> ProxResult:
         """Newton from ``starts`` at ``nodes`` at the kernel point ``point``, to the tuning's tolerance."""

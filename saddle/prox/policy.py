@@ -3,7 +3,10 @@ is searched (THEORY.md sec. 3, 12).
 
 A prox policy is a strategy object: given the nodes, the point and how hard to look (:class:`Effort`),
 it chooses the starts and runs the kernel from them. :class:`GlobalMinimum` is the replica-symmetric
-free entropy's own rule, the global minimiser at every node, found by a multi-start Newton search.
+free entropy's own rule, the global minimiser at every node, found by a multi-start Newton search;
+:class:`LocalDescent` the minimiser one descent reaches, whose fixed points are GAMP's (sec. 12).
+:class:`ProxChoice` names the two, :func:`make_policy` builds one, and :func:`disagreement_weight`
+measures where they differ.
 """
 
 from __future__ import annotations
@@ -15,6 +18,29 @@ from typing import Protocol
 import numpy as np
 
 from attnphase.saddle.prox.kernel import NodeKernel, ProxResult
+from attnphase.saddle.tuning import DescentStart, ProxTuning
+
+
+class ProxChoice(enum.StrEnum):
+    """Which stationary point of the envelope the equations take at every node (THEORY.md sec. 12)."""
+
+    GLOBAL = "global"  # the global minimiser: the replica-symmetric theory of the training loss's global minimum
+    LOCAL = "local"  # the minimiser a descent reaches, from the cavity mean by default: GAMP's fixed points
+
+
+#: Relative excess of a node's envelope value over the global minimum's above which the local policy's
+#: stationary point there is another one than the global minimiser (:func:`disagreement_weight`): well
+#: above the kernel's resolution of ``M`` at its gradient tolerance, well below the gap between two basins.
+DISTINCT_VALUE = 1e-8
+
+
+def disagreement_weight(weights: np.ndarray, local_values: np.ndarray, global_values: np.ndarray) -> float:
+    """The share of the rule's ``weights`` at the nodes where the local policy's envelope value exceeds the
+    global minimum by more than :data:`DISTINCT_VALUE` relative: where the two pick different minimisers
+    (ties between mirror images, equal in value, do not count)."""
+    excess = local_values - global_values
+    differ = ~(excess <= DISTINCT_VALUE * (1.0 + np.abs(global_values)))  # a NaN counts as different
+    return float(weights[differ].sum() / weights.sum())
 
 
 class Effort(enum.Enum):
@@ -146,3 +172,54 @@ class GlobalMinimum:
         every[: len(minima)] = minima
         every[:, :, uncertain] = minima_u
         return ProxResult(z, value, grad, every)
+
+
+class LocalDescent:
+    """The stationary point of the envelope that a descent from ``start`` reaches at every node (THEORY.md
+    sec. 12): the kernel's Newton with its Armijo line search, which decreases ``M`` at every step, from
+    the cavity mean ``z = omega`` (the declaration's first start) or from ``z = 0``.
+
+    From the cavity mean, this is the prox GAMP's output step evaluates when it minimises each sample's
+    envelope from that sample's cavity mean (paper App. B.2), and its fixed points are stationary points
+    of the training loss (App. B.4). It is a function of the node and the point alone (one start at every
+    effort, no memory), and equivariant under the envelope's symmetries, which map ``omega`` with the node.
+    """
+
+    def __init__(self, kernel: NodeKernel, start: DescentStart) -> None:
+        self.kernel, self.start = kernel, start
+
+    def at(self, kernel: NodeKernel, scale: Callable[[np.ndarray], float]) -> LocalDescent:
+        """The same policy on another kernel (other constants)."""
+        return LocalDescent(kernel, self.start)
+
+    def starts(self, nodes: np.ndarray, point: np.ndarray, effort: Effort, warm: np.ndarray | None) -> np.ndarray:
+        """The one start, ``omega`` or zero, at every effort."""
+        omega = self.kernel.declared_starts(nodes, point, first=1)
+        return omega if self.start is DescentStart.CAVITY_MEAN else np.zeros_like(omega)
+
+    def follows_around(self, effort: Effort) -> bool:
+        """Never: the descent starts at the same place wherever it is evaluated."""
+        return False
+
+    def starts_around(self, near: np.ndarray, nodes: np.ndarray, point: np.ndarray, effort: Effort) -> np.ndarray:
+        """The one start (:meth:`starts`); ``near`` is not used."""
+        return self.starts(nodes, point, effort, None)
+
+    def minimise(
+        self, nodes: np.ndarray, point: np.ndarray, starts: np.ndarray, tolerance: float, effort: Effort
+    ) -> ProxResult:
+        """The kernel's descent from ``starts``."""
+        return self.kernel.minimise(nodes, point, starts, tolerance)
+
+
+def make_policy(
+    choice: ProxChoice, kernel: NodeKernel, scale: Callable[[np.ndarray], float], tuning: ProxTuning, seed: int
+) -> ProxPolicy:
+    """The policy ``choice`` on ``kernel``; the global one with its random start directions drawn from
+    ``seed`` (the same directions for the same seed and prox dimension) and ``scale`` the largest response."""
+    if choice is ProxChoice.LOCAL:
+        return LocalDescent(kernel, tuning.descent_start)
+    k = kernel.compiled.prox_dimension
+    directions = np.random.default_rng(seed).standard_normal((tuning.directions(k), k))
+    directions = directions / np.linalg.norm(directions, axis=1, keepdims=True)
+    return GlobalMinimum(kernel, directions, scale, tuning.warm_start)

@@ -220,6 +220,8 @@ class SaddlePointSolver:
             prox_unconverged=ev.prox_unconverged,
             quadrature=self.settings.quadrature.label,
             conjugate_form=self.settings.conjugate_form.value,
+            prox=self.settings.prox.value,
+            prox_disagreement=problem.prox_disagreement(params, ev.envelope_values) if stationary else float("nan"),
         )
 
 
