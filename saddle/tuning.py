@@ -145,8 +145,8 @@ class ProxTuning(_Knobs):
         None,
         "where the local policy's descent starts: the cavity mean (GAMP's output step) or zero",
         measured=(
-            "the two give the same positional points to 4e-3 in m at omega 0.15 on Gauss-Hermite 4, 6 and 20 "
-            "(docs/validation/prox_policies.py)"
+            "the two give the same positional points within 4e-3 in m at omega 0.15 on Gauss-Hermite 4, 6 "
+            "and 20 (docs/validation/prox_policies.py)"
         ),
     )
 

@@ -4,18 +4,19 @@ three settings where the two are known to disagree.
     python docs/validation/end_states.py [NAME ...]      # default: every setting below
 
 For each setting (omega, alpha, start): the converged fixed points of every branch on the default rule
-(the anchor search with rays, each with its Hessian stability and replica symmetry, as ``ap.landscape``
-finds them), then
+under each prox policy (the anchor search with rays, each with its Hessian stability and replica
+symmetry, as ``ap.landscape --prox both`` finds them), then
 L-BFGS from the start (``ap.simulate``) at d = 400 to 3200 with five seeds, each run's nearest fixed
-point in (m, theta, q). The runs at one d that share a nearest point are described by it where their
-mean distance to it is within ``2 s / sqrt(k) + 1 / sqrt(d)`` (``s`` the standard deviation of the
-distance over those ``k`` runs, ``1 / sqrt(d)`` the finite-size scale of an overlap). At d = 400 and
+point in (m, theta, q) and whether it describes them (:mod:`attnphase.experiments.end_states`: within
+the seeds' spread plus ``1 / sqrt(d)``). At d = 400 and
 seed 0, GAMP's state at the L-BFGS minimum (``ap.gamp --trained``): whether consistent input variances
 exist, the share of samples whose field is its envelope's global minimiser, the kurtosis and variance
 of each coordinate of the samples' cavity fields ``omega`` (3 and ``q`` for the theory's Gaussian
 fields), and each order parameter
-(the run's teacher-normalised overlaps and GAMP's ``V``) beside the value the theory's map (global
-prox) gives it there: the two agree at a fixed point of the theory's equations.
+(the run's teacher-normalised overlaps and GAMP's ``V``) beside the value the theory's map gives it
+there under each policy: the two agree at a fixed point of the theory's equations. The share of samples
+at which the descent from the cavity mean (the local policy) reaches the global minimiser is reported
+beside the share at which the field is the global minimiser.
 
 Writes ``end_states_runs.csv``, ``end_states_fixed_points.csv`` and ``end_states.csv`` beside this file.
 """
@@ -30,6 +31,7 @@ import pandas as pd
 from scipy import stats
 
 import attnphase as ap
+from attnphase.experiments.end_states import OVERLAPS, described, fixed_points_of_each_policy, with_nearest
 from attnphase.experiments.gamp_study import (
     GampSettings,
     ProxRule,
@@ -40,12 +42,11 @@ from attnphase.experiments.gamp_study import (
     start_and_minimum,
     theory_parameters,
 )
-from attnphase.experiments.landscape import fixed_points_at
 from attnphase.saddle.phases.survey import make_solver
-from attnphase.saddle.prox.policy import Effort
+from attnphase.saddle.prox.policy import Effort, ProxChoice
+from attnphase.saddle.settings import SolverSettings
 
 HERE = Path(__file__).parent
-OVERLAPS = ("m", "theta", "q")
 DIMENSIONS = (400, 800, 1600, 3200)
 SEEDS = 5
 GAMP_D = 400
@@ -57,52 +58,10 @@ SETTINGS = {
 }
 
 
-def fixed_points(model: ap.AttentionModel, alpha: float) -> pd.DataFrame:
-    """Every converged fixed point the anchor search finds at ``alpha``, one row per branch."""
-    found = fixed_points_at(make_solver(model), alpha)
-    return pd.DataFrame(
-        [
-            {"branch": p.branch, **{k: p[k] for k in OVERLAPS}, "train_loss": p.train_loss, "stable": p.stable}
-            | {"rs_stable": p.rs_stable, "jump_ratio": p.jump_ratio}
-            for p in found
-        ]
-    )
-
-
 def runs(model: ap.AttentionModel, alpha: float, init: str) -> pd.DataFrame:
     """Converged-or-not L-BFGS end states at every d of :data:`DIMENSIONS`, :data:`SEEDS` seeds each."""
     tables = [ap.simulate(model, d=d, alphas=[alpha], seeds=SEEDS, init=init, progress=False).runs for d in DIMENSIONS]
-    table = pd.concat(tables, ignore_index=True)
-    table["m"], table["theta"] = table["m"].abs(), table["theta"].abs()  # the theory's sign convention
-    return table
-
-
-def with_nearest(table: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with each run's nearest fixed point (``nearest``) and its distance in (m, theta, q)."""
-    if points.empty:
-        return table.assign(nearest="none", distance=np.nan)
-    targets = points[list(OVERLAPS)].abs().to_numpy()
-    distances = np.linalg.norm(table[list(OVERLAPS)].to_numpy()[:, None, :] - targets[None], axis=2)
-    best = distances.argmin(axis=1)
-    return table.assign(nearest=points["branch"].to_numpy()[best], distance=distances[np.arange(len(table)), best])
-
-
-def described(group: pd.DataFrame, points: pd.DataFrame) -> dict[str, object]:
-    """For the runs at one d that share a nearest fixed point: their mean distance to it against the
-    allowance ``2 s / sqrt(k) + 1 / sqrt(d)`` (``s`` the seeds' standard deviation of the distance, ``k``
-    runs), and the training-loss gap."""
-    d, count = int(group["d"].iloc[0]), len(group)
-    spread = group["distance"].std(ddof=1) if count > 1 else 0.0
-    allowance = 2 * spread / np.sqrt(count) + 1 / np.sqrt(d)
-    point = points[points["branch"] == group["nearest"].iloc[0]]
-    gap = group["train_loss"].mean() - point["train_loss"].iloc[0] if len(point) else np.nan
-    mean_distance = group["distance"].mean()
-    return {
-        "distance": mean_distance,
-        "allowance": allowance,
-        "described": bool(mean_distance <= allowance),
-        "eps_t_gap": gap,
-    }
+    return pd.concat(tables, ignore_index=True)
 
 
 def gamp_at_minimum(model: ap.AttentionModel, alpha: float, init: str) -> dict[str, object]:
@@ -116,35 +75,33 @@ def gamp_at_minimum(model: ap.AttentionModel, alpha: float, init: str) -> dict[s
     if not consistent:
         return {"gamp_consistent": False}
     overlaps = theory_parameters(simulation.finite, state, data.teachers[0])
-    solver = make_solver(model)
-    names = solver.problem.compiled.names
-    values = np.array([overlaps[name] for name in names])
-    updated = dict(zip(names, solver.problem.map.evaluate(values, alpha, Effort.FULL).updated, strict=True))
+    mapped = {}
+    for prox in ProxChoice:
+        problem = make_solver(model, SolverSettings(prox=prox)).problem
+        names = problem.compiled.names
+        values = np.array([overlaps[name] for name in names])
+        updated = problem.map.evaluate(values, alpha, Effort.FULL).updated
+        prefix = "map" if prox is ProxChoice.GLOBAL else "map_local"
+        mapped |= {f"{prefix}_{name}": value for name, value in zip(names, updated, strict=True)}
     cavity = field_envelopes(gamp, state)[0].omega.numpy()
+    classes = sample_classes(gamp, state)
     return {
         "gamp_consistent": True,
-        "gamp_at_global": float(sample_classes(gamp, state)["at_global"].mean()),
+        "gamp_at_global": float(classes["at_global"].mean()),
+        "gamp_descent_at_global": float(classes["descent_at_global"].mean()),
         "cavity_kurtosis": " ".join(f"{k:.2f}" for k in stats.kurtosis(cavity, axis=0, fisher=False)),
         "cavity_variance": " ".join(f"{v:.4f}" for v in cavity.var(axis=0, ddof=1)),
         **{f"gamp_{name}": overlaps[name] for name in names},
-        **{f"map_{name}": updated[name] for name in names},
+        **mapped,
     }
 
 
 def study(name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     omega, alpha, init = SETTINGS[name]
     model = ap.paper_model(omega=omega)
-    points = fixed_points(model, alpha).assign(setting=name)
+    points = fixed_points_of_each_policy(model, alpha).assign(setting=name)
     table = with_nearest(runs(model, alpha, init), points).assign(setting=name)
-    converged = table[table["converged"]]
-    rows = [
-        {"setting": name, "d": d, "nearest": branch, "runs": len(group)}
-        | group[list(OVERLAPS)].mean().add_suffix("_mean").to_dict()
-        | {"train_loss_mean": group["train_loss"].mean(), "grad_norm_max": group["grad_norm"].max()}
-        | described(group, points)
-        for (d, branch), group in converged.groupby(["d", "nearest"])
-    ]
-    summary = pd.DataFrame(rows).assign(**gamp_at_minimum(model, alpha, init))
+    summary = described(table, points).assign(setting=name, **gamp_at_minimum(model, alpha, init))
     return table, points, summary
 
 
@@ -164,12 +121,14 @@ def main(names: list[str]) -> None:
     tables.to_csv(HERE / "end_states_runs.csv", index=False)
     points.to_csv(HERE / "end_states_fixed_points.csv", index=False)
     summaries.to_csv(HERE / "end_states.csv", index=False)
-    print(markdown(points, ["setting", "branch", *OVERLAPS, "train_loss", "stable", "rs_stable", "jump_ratio"]) + "\n")
+    columns = ["setting", "point", *OVERLAPS, "train_loss", "stable", "rs_stable", "jump_ratio", "prox_disagreement"]
+    print(markdown(points, columns) + "\n")
     columns = ["setting", "d", "nearest", "runs", "m_mean", "theta_mean", "q_mean", "train_loss_mean", "grad_norm_max"]
     print(markdown(summaries, [*columns, "distance", "allowance", "described", "eps_t_gap"]) + "\n")
     gamp = summaries.drop_duplicates("setting")
-    pairs = [c for name in (*OVERLAPS, "V") for c in (f"gamp_{name}", f"map_{name}") if c in gamp.columns]
-    print(markdown(gamp, ["setting", "gamp_consistent", "gamp_at_global", "cavity_kurtosis", "cavity_variance"]))
+    pairs = [f"{kind}_{name}" for name in (*OVERLAPS, "V") for kind in ("gamp", "map", "map_local")]
+    columns = ["setting", "gamp_consistent", "gamp_at_global", "gamp_descent_at_global", "cavity_kurtosis"]
+    print(markdown(gamp, [*columns, "cavity_variance"]))
     print(markdown(gamp, ["setting", *pairs]))
 
 
