@@ -460,3 +460,16 @@ def test_where_every_overlap_family_is_held_the_hessian_moves_the_held_entries_a
     constrained = by_constraints(paper.renewed(), agnostic)
     scale = np.abs(constrained.hessian).max()
     np.testing.assert_allclose(eliminated.hessian, constrained.hessian, atol=1e-2 * scale)
+
+
+def test_a_landscape_under_both_policies_marks_each_policys_fixed_points(tmp_path):
+    """``prox="both"``: the fixed points of both policies, each with its ``prox``, the grid the global
+    policy's (the same as a global-only landscape's)."""
+    from attnphase.experiments.landscape import landscape
+
+    kwargs = dict(points=3, extent=(0.3, 0.15), order=10, progress=False)
+    both = landscape(paper_model(), 1.25, prox="both", out=tmp_path / "both", **kwargs)
+    alone = landscape(paper_model(), 1.25, **kwargs)
+    assert set(both.fixed_points["prox"]) == {"global", "local"}
+    assert both.grid["train_loss"].to_numpy() == pytest.approx(alone.grid["train_loss"].to_numpy())
+    assert (tmp_path / "both" / "landscape.png").exists()
