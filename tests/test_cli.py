@@ -106,9 +106,10 @@ def test_scan_writes_tidy_tables_and_figures(small_scan):
     assert {"positional", "semantic", "agnostic"} <= labels <= {"positional", "semantic", "agnostic", "mixed"}
     assert sorted(set(branches["alpha"])) == [1.9, 2.0, 2.1]
     transitions = pd.read_csv(small_scan / "transitions.csv")
-    assert list(transitions.columns) == ["below", "above", "before", "after"]
+    assert list(transitions.columns) == ["below", "above", "before", "after", "prox"]
+    assert (branches["prox"] == "global").all()
     thresholds = pd.read_csv(small_scan / "thresholds.csv")
-    for column in ("omega", "sigma", "lambda", "alpha_c", "alpha_l", "baseline_test_error"):
+    for column in ("omega", "sigma", "lambda", "alpha_c", "alpha_l", "baseline_test_error", "prox"):
         assert column in thresholds.columns
     for name in ("scan.png", "scan.pdf"):
         assert (small_scan / name).stat().st_size > 10_000
