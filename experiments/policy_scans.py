@@ -84,7 +84,7 @@ class PolicyScans(StudyResult):
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {name: self._stacked(name) for name in self.table_names}
+        return {"branches": self.branches, "thresholds": self.thresholds, "transitions": self.transitions}
 
     @property
     def record(self) -> dict[str, object]:
@@ -98,7 +98,8 @@ class PolicyScans(StudyResult):
 
     def plot(self) -> Figure:
         """The scan figure (:func:`~attnphase.experiments.figures.scan_figure`) with every policy's
-        branches, the local ones dashed; the global minimum and the thresholds of the global policy."""
+        branches, the local ones with :data:`~attnphase.experiments.figures.LOCAL_STYLE`; the global
+        minimum and the thresholds of the global policy."""
         return scan_figure(self.branches, self.global_scan.thresholds.iloc[0], self.model)
 
     def summary(self) -> str:
