@@ -79,7 +79,9 @@ GLOBAL_GAP = 1e-9
 class GampSettings:
     """One GAMP run: ``model`` at ``alpha`` and ``d``, the training set and random starts of ``seed``,
     ``init`` weights (``positional``, ``semantic`` or ``random``, as a simulation starts), from the L-BFGS
-    minimum they lead to if ``trained``; ``rule`` picks each sample's stationary point; at most
+    minimum they lead to if ``trained``; ``start_scale`` multiplies an untrained start (the positional
+    start has ``m = 1/sqrt(d)``; ``start_scale = m_0 sqrt(d)`` starts every d at the same ``m_0``, so the
+    state evolution's path does not depend on d); ``rule`` picks each sample's stationary point; at most
     ``iterations`` steps, stopped once ``|Q_t+1 - Q_t| / |Q_t|`` is below ``tolerance``."""
 
     model: AttentionModel
@@ -93,10 +95,13 @@ class GampSettings:
     tolerance: float = 1e-7
     tuning: GampTuning = field(default_factory=GampTuning)
     state_evolution: bool = True
+    start_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.init not in INITS:
             raise ValueError(f"init: {self.init!r} is not one of {', '.join(INITS)}")
+        if not self.start_scale > 0:
+            raise ValueError(f"start_scale: {self.start_scale} is not positive")
         if not 1 <= self.iterations <= 100_000:
             raise ValueError(f"iterations: {self.iterations} is not an integer in [1, 100000]")
         if not self.tolerance > 0:
@@ -272,11 +277,11 @@ def sample_classes(gamp: Gamp, state: GampState) -> pd.DataFrame:
 def start_and_minimum(
     settings: GampSettings, data: TrainingData, simulation: SimulationSettings
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAMP's start (the ``init`` weights, or the minimum if ``trained``) and the L-BFGS minimum the
-    ``init`` weights lead to on the same training set."""
+    """GAMP's start (the ``init`` weights times ``start_scale``, or the minimum if ``trained``) and the
+    L-BFGS minimum the ``init`` weights lead to on the same training set."""
     q0 = initial_weights(settings.init, [settings.seed], data, simulation)
     minimum = train(q0, data, simulation).q[0]
-    return (minimum if settings.trained else q0[0]), minimum
+    return (minimum if settings.trained else settings.start_scale * q0[0]), minimum
 
 
 def gram_overlap(q: torch.Tensor, other: torch.Tensor) -> float:
