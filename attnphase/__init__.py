@@ -16,6 +16,7 @@ between positional and semantic learning in a solvable model of dot-product atte
     runs = ap.simulate(model, d=200, alphas=[1.0, 2.0], seeds=2)  # finite-d training (sec. 11)
     diagram = ap.phase_diagram([ap.paper_model(omega=w) for w in (0.2, 0.3)])  # alpha_c(omega), ...
     view = ap.landscape(model, alpha=1.25)       # training loss over (m, theta), minima and saddles
+    ap.figure("fig2", quick=True, out="fig2")    # a figure of the paper from the studies' tables
 
 The stages of the pipeline are subpackages: :mod:`attnphase.replica` (declarations and symbolic
 derivation, sympy only), :mod:`attnphase.saddle` (compiled kernels, fixed points, branches,
@@ -57,6 +58,8 @@ from attnphase.saddle.tuning import Tuning
 
 if TYPE_CHECKING:
     from attnphase.experiments.finite_size import FiniteSizeResult, finite_size
+    from attnphase.experiments.gallery.base import FigureResult
+    from attnphase.experiments.gallery.registry import figure
     from attnphase.experiments.gamp_study import GampResult, gamp
     from attnphase.experiments.histogram import HistogramResult, histogram
     from attnphase.experiments.simulate import SimulationResult, simulate
@@ -79,6 +82,8 @@ _LAZY = {
     "gamp": "attnphase.experiments.gamp_study",
     "GampResult": "attnphase.experiments.gamp_study",
     "HistogramResult": "attnphase.experiments.histogram",
+    "figure": "attnphase.experiments.gallery.registry",
+    "FigureResult": "attnphase.experiments.gallery.base",
 }
 
 
@@ -99,6 +104,7 @@ __all__ = [
     "DeclarationError",
     "DotProductAttention",
     "ElasticNet",
+    "FigureResult",
     "FiniteSizeResult",
     "FixedPoint",
     "GaussHermite",
@@ -125,6 +131,7 @@ __all__ = [
     "Variant",
     "__version__",
     "derive",
+    "figure",
     "finite_size",
     "fixed_point",
     "gamp",

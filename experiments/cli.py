@@ -510,6 +510,45 @@ def gamp(
     typer.echo(f"{result.summary()}; files in {out}/")
 
 
+@app.command()
+def figure(
+    name: Annotated[
+        str | None, typer.Argument(help="The figure: fig1, fig2, fig3-left, ... (--list names them).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Output directory (default: attnphase-figure-NAME).")] = None,
+    quick: Annotated[bool, typer.Option(help="The reduced version: coarse grids, small d, about a minute.")] = False,
+    list_figures: Annotated[
+        bool, typer.Option("--list", help="Name every figure with what it shows, and stop.")
+    ] = False,
+    model_name: Annotated[
+        str | None,
+        typer.Option("--model", help="A shipped model (attnphase models lists them; default: the figure's)."),
+    ] = None,
+    settings: ModelSettings = None,
+    overwrite: Overwrite = False,
+) -> None:
+    """One figure of the paper, computed by the package's studies and drawn from their tables.
+
+    Writes OUT/NAME.png and .pdf, the figure's tables as OUT/TABLE.csv, OUT/run.json, and each study's own
+    files in a subdirectory of OUT (scan/, simulate/, phase_diagram/, ...); rerunning the same command
+    resumes every study where it stopped.
+    """
+    from attnphase.experiments.gallery import FIGURES, listing
+    from attnphase.experiments.gallery import figure as draw
+    from attnphase.experiments.gallery.registry import paper_figure
+
+    if list_figures:
+        typer.echo(listing())
+        return
+    with user_errors():
+        if name is None:
+            raise UsageError(f"name: give a figure ({', '.join(FIGURES)}) or --list")
+        chosen, values = model_values(model_name or paper_figure(name).variant, settings)
+        target = out or Path(f"attnphase-figure-{name}")
+        result = draw(name, chosen, values, quick=quick, out=target, overwrite=overwrite, progress=None)
+    typer.echo(f"{result.summary()}; files in {target}/")
+
+
 # the one place where every command, registered above, learns to report an interrupt
 for _command in app.registered_commands:
     _command.callback = reporting_interrupts(_command.callback)

@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from attnphase.experiments.families import norm_columns, with_family_norms
 from attnphase.experiments.study import parameter_title
+from attnphase.experiments.style import SweepColours, gap_symbol, symbol
 from attnphase.replica.declaration import AttentionModel
 from attnphase.saddle.points.fixed_point import read_flag
 
@@ -232,23 +231,63 @@ def global_minima(branches: pd.DataFrame) -> pd.DataFrame:
     return lowest[lowest["converged"].astype(bool)]
 
 
-def _edges(values: list[float]) -> np.ndarray:
-    """Cell edges around sorted ``values``: the midpoints, and half a step beyond each end."""
-    v = np.asarray(values, dtype=float)
-    if v.size == 1:
-        half = 0.05 * max(abs(v[0]), 1.0)
-        return np.array([v[0] - half, v[0] + half])
-    middle = (v[1:] + v[:-1]) / 2
-    return np.concatenate([[2 * v[0] - middle[0]], middle, [2 * v[-1] - middle[-1]]])
+def _families_around(thresholds: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
+    """Per unit, the global minimum's branch at the lowest and at the highest scanned alpha (``below``,
+    ``above``) and the boundary between them: ``alpha_c``, or the top of the range where none is found."""
+    ends = best.sort_values("alpha").groupby("unit")["branch"].agg(["first", "last"])
+    table = thresholds.set_index("unit").join(ends, how="inner")
+    top = best["alpha"].max()
+    boundary = table["alpha_c"].astype(float).where(table["alpha_c"].notna(), top)
+    above = table["last"].where(table["alpha_c"].notna(), table["first"])
+    return table.assign(below=table["first"], above=above, boundary=boundary)
+
+
+def draw_phase_regions(ax, thresholds: pd.DataFrame, branches: pd.DataFrame, axis: str, shade: bool = True) -> None:
+    """The phase diagram on ``ax`` against the swept parameter ``axis``: the regions where each branch is
+    the global minimum (shaded if ``shade``), bounded by ``alpha_c`` interpolated linearly between the
+    grid's values; ``alpha_c`` and ``alpha_l``; where each branch ends inside the scanned range (dashed, in
+    its colour, ``^`` where it begins and ``v`` where it ends going up in alpha); the global minima
+    that are not replica-symmetric stable marked. ``thresholds`` and ``branches``: a phase diagram's
+    tables of one policy (one row per unit)."""
+    best = global_minima(branches)
+    colours = branch_colours(branches["branch"])
+    around = _families_around(thresholds, best).sort_values(axis)
+    x, low, high = around[axis].to_numpy(float), branches["alpha"].min(), branches["alpha"].max()
+    if shade:
+        for name in dict.fromkeys([*around["below"], *around["above"]]):
+            style = {"color": colours[name], "alpha": 0.25, "linewidth": 0, "interpolate": True}
+            ax.fill_between(
+                x, low, around["boundary"], where=around["below"] == name, label=f"global minimum: {name}", **style
+            )
+            ax.fill_between(x, around["boundary"], high, where=around["above"] == name, **style)
+    ok = branches[branches["converged"].astype(bool)]
+    for branch, group in ok.groupby("branch", sort=False):
+        edges = group.groupby("unit")["alpha"].agg(["min", "max"]).join(around[[axis]], how="inner").sort_values(axis)
+        label = f"edge of the {branch} branch"
+        for edge, limit, marker in (("min", low, "^"), ("max", high, "v")):
+            inside = edges[edge].where(~np.isclose(edges[edge], limit))
+            if inside.notna().any():
+                style = {
+                    "color": colours[branch],
+                    "linestyle": "--",
+                    "linewidth": 1.0,
+                    "marker": marker,
+                    "markersize": 4,
+                }
+                ax.plot(edges[axis], inside, label=label, **style)
+                label = None
+    x_of = around[axis]
+    mark_replica_symmetry(ax, best.assign(**{axis: best["unit"].map(x_of)}).dropna(subset=[axis]), axis, "alpha")
+    ax.plot(x, around["alpha_c"], color="k", marker="o", markersize=3, label=r"$\alpha_c$")
+    ax.plot(x, around["alpha_l"], color="k", linestyle=":", marker="x", markersize=3, label=r"$\alpha_l$")
+    ax.set(xlabel=symbol(axis), ylabel=symbol("alpha"), ylim=(low, high))
+    ax.legend(fontsize=7, loc="best")
 
 
 def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Figure:
-    """The phase diagram (paper Fig. 3 right): against the swept parameter, the branch of the global
-    minimum at every scanned alpha (shaded), ``alpha_c`` and ``alpha_l``, and the edges of every
-    branch's range of existence inside the scanned range (thin dashed lines in the branch's colour:
-    where a branch ends, by a fold, a merger or a solver failure, see ``run.json``), the global minima
-    that are not replica-symmetric stable marked (:func:`mark_replica_symmetry`). One panel per
-    combination of the other swept parameters; ``thresholds`` and ``branches`` are a phase diagram's
+    """The phase diagram (paper Fig. 3 right, :func:`draw_phase_regions`) against the swept parameter,
+    one panel per combination of the other swept parameters; the local policy's alpha_c beside the
+    global one's where the tables hold both. ``thresholds`` and ``branches`` are a phase diagram's
     tables (with their ``unit`` column)."""
     global_rows = of_policy(thresholds, "global")
     local = of_policy(thresholds, "local") if len(global_rows) else thresholds.iloc[:0]
@@ -257,69 +296,40 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
     panels = _panels(thresholds, others)
     fig = Figure(figsize=(5.5 * len(panels), 4.5), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    best = global_minima(branches)
-    colours = branch_colours(branches["branch"])
-    ok = branches[branches["converged"].astype(bool)]
-    low, high = branches["alpha"].min(), branches["alpha"].max()
     for ax, (title, panel) in zip(axes, panels, strict=True):
         units = panel["unit"].tolist()
-        x_of = dict(zip(panel["unit"], panel[axis], strict=True))
-        here = best[best["unit"].isin(units)]
-        xs = sorted(set(x_of.values()))
-        alphas = sorted(branches["alpha"].unique())
-        labels = list(colours)
-        cells = np.full((len(alphas), len(xs)), np.nan)
-        for row in here.itertuples():
-            cells[alphas.index(row.alpha), xs.index(x_of[row.unit])] = labels.index(row.branch)
-        ax.pcolormesh(
-            _edges(xs),
-            _edges(alphas),
-            cells,
-            cmap=ListedColormap([colours[b] for b in labels]),
-            vmin=-0.5,
-            vmax=len(labels) - 0.5,
-            alpha=0.3,
-            shading="flat",
-        )
-        shaded = [
-            Patch(color=colours[b], alpha=0.3, label=f"global minimum: {b}") for b in labels if b in set(here["branch"])
-        ]
-        for branch, group in ok[ok["unit"].isin(units)].groupby("branch", sort=False):
-            edges = group.groupby("unit")["alpha"].agg(["min", "max"]).reindex(units)
-            x = [x_of[u] for u in units]
-            for edge, limit in (("min", low), ("max", high)):
-                values = edges[edge].where(edges[edge] != limit)
-                if values.notna().any():
-                    ax.plot(x, values, color=colours[branch], linestyle="--", linewidth=0.8)
-        mark_replica_symmetry(ax, here.assign(**{axis: here["unit"].map(x_of)}), axis, "alpha")
-        order = panel.sort_values(axis)
-        ax.plot(order[axis], order["alpha_c"], color="k", marker="o", markersize=3, label=r"$\alpha_c$")
-        ax.plot(order[axis], order["alpha_l"], color="k", linestyle=":", marker="x", markersize=3, label=r"$\alpha_l$")
+        draw_phase_regions(ax, panel, branches[branches["unit"].isin(units)], axis)
         if len(local):
             on_panel = local[local["unit"].isin(units)].sort_values(axis)
             ax.plot(on_panel[axis], on_panel["alpha_c"], color="0.4", label=r"$\alpha_c$ (local prox)", **LOCAL_STYLE)
-        ax.set(xlabel=axis, ylabel=r"$\alpha$", title=title)
-        ax.legend(handles=[*shaded, *ax.get_legend_handles_labels()[0]], fontsize=7, loc="best")
+            ax.legend(fontsize=7, loc="best")
+        ax.set_title(title)
     return fig
 
 
 def gap_figure(branches: pd.DataFrame, low: str, high: str) -> Figure:
-    """The training-loss gap ``eps_t(high) - eps_t(low)`` against alpha, one curve per unit labelled by
-    its swept parameters (paper Fig. 3 centre; ``low, high``: the declaration's critical pair), on the
-    global policy's branches where ``branches`` holds both."""
-    fig = Figure(figsize=(6, 4.5), layout="constrained")
+    """The training-loss gap ``eps_t(high) - eps_t(low)`` against alpha, one curve per unit (paper Fig. 3
+    centre; ``low, high``: the declaration's critical pair), coloured along a sequential map by the first
+    swept parameter with a colour bar (the others, if any, in the legend), on the global policy's
+    branches where ``branches`` holds both."""
+    fig = Figure(figsize=(6.5, 4.5), layout="constrained")
     ax = fig.add_subplot()
     branches = primary_policy(branches)
     ok = branches[branches["converged"].astype(bool)]
     _, varying = _swept(branches, "alpha")
-    for unit, group in ok.groupby("unit", sort=True):
+    swept = varying[0] if varying else "unit"
+    colours = SweepColours(swept, ok[swept]) if varying else None
+    for _, group in ok.groupby("unit", sort=True):
         gap = branch_gap(group, low, high)
         if gap is not None:
             first = group.iloc[0]
-            label = ", ".join(f"{p} = {first[p]:g}" for p in varying) or str(unit)
-            ax.plot(gap.index, gap.values, label=label)
+            label = ", ".join(f"{symbol(p)} = {first[p]:g}" for p in varying[1:]) or None
+            colour = colours(first[swept]) if colours else None
+            ax.plot(gap.index, gap.values, color=colour, label=label)
     ax.axhline(0.0, color="gray", linewidth=0.6)
-    ax.set(xlabel=r"$\alpha$", ylabel=gap_label(low, high), title="training-loss gap")
+    ax.set(xlabel=symbol("alpha"), ylabel=gap_symbol(low, high), title="training-loss gap (theory)")
+    if colours:
+        colours.bar(fig, ax)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     return fig

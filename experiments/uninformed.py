@@ -82,7 +82,7 @@ def uninformed_figure(fractions: pd.DataFrame) -> Figure:
     runs = int(fractions.groupby("alpha")["runs"].first().iloc[0])
     ax.set_xlabel(r"$\alpha = n/d$")
     ax.set_ylabel("fraction of runs")
-    ax.set_title(f"Adam from Q = 0.1 N(0, I): end basin ({runs} runs per alpha)")
+    ax.set_title(rf"Adam from $Q = 0.1\,\mathcal{{N}}(0, I)$: end basin ({runs} runs per $\alpha$)")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8, loc="lower right")
     return fig
