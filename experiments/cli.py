@@ -525,6 +525,10 @@ def figure(
         typer.Option("--model", help="A shipped model (attnphase models lists them; default: the figure's)."),
     ] = None,
     settings: ModelSettings = None,
+    studies: Annotated[
+        Path | None,
+        typer.Option(help="Run the studies in this directory instead of OUT (to share them between figures)."),
+    ] = None,
     overwrite: Overwrite = False,
 ) -> None:
     """One figure of the paper, computed by the package's studies and drawn from their tables.
@@ -545,7 +549,9 @@ def figure(
             raise UsageError(f"name: give a figure ({', '.join(FIGURES)}) or --list")
         chosen, values = model_values(model_name or paper_figure(name).variant, settings)
         target = out or Path(f"attnphase-figure-{name}")
-        result = draw(name, chosen, values, quick=quick, out=target, overwrite=overwrite, progress=None)
+        result = draw(
+            name, chosen, values, quick=quick, out=target, studies=studies, overwrite=overwrite, progress=None
+        )
     typer.echo(f"{result.summary()}; files in {target}/")
 
 

@@ -303,7 +303,8 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
             on_panel = local[local["unit"].isin(units)].sort_values(axis)
             ax.plot(on_panel[axis], on_panel["alpha_c"], color="0.4", label=r"$\alpha_c$ (local prox)", **LOCAL_STYLE)
             ax.legend(fontsize=7, loc="best")
-        ax.set_title(title)
+        if title:
+            ax.set_title(f"phase diagram, {title}")
     return fig
 
 

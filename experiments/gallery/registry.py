@@ -37,6 +37,7 @@ def figure(
     *,
     quick: bool = False,
     out: str | Path | None = None,
+    studies: str | Path | None = None,
     overwrite: bool = False,
     progress: bool | None = False,
 ) -> FigureResult:
@@ -46,22 +47,29 @@ def figure(
     ``quick``. With ``out``, the figure's tables (CSV), image (PNG, PDF) and ``run.json`` are written
     there and each of its studies runs in a subdirectory, resuming as it does alone; the directory is
     locked for the call and a run of other settings there is refused unless ``overwrite``. Without it
-    the studies run in a temporary directory and nothing is kept."""
+    the studies run in a temporary directory and nothing is kept. ``studies``: the directory of the
+    studies' subdirectories instead of ``out``, to share them between figures that run the same
+    studies (fig3-centre and fig3-right, fig3-left and fig7)."""
     spec = paper_figure(name)
     chosen = model if isinstance(model, Variant) else variant(model or spec.variant)
     request_values = {**spec.values_for(chosen), **(values or {})}
     identity = {"figure": spec.name, "model": chosen.name, "values": request_values, "quick": bool(quick)}
-    scratch = tempfile.TemporaryDirectory(prefix="attnphase-figure-") if out is None else nullcontext(out)
+    home = studies if studies is not None else out
+    scratch = tempfile.TemporaryDirectory(prefix="attnphase-figure-") if home is None else nullcontext(home)
     with scratch as directory:
         request = FigureRequest(chosen, request_values, bool(quick), Path(directory), overwrite, progress)
-        return _drawn(spec, request, identity, out)
+        return _drawn(spec, request, identity, out, shared=studies is not None)
 
 
 def _drawn(
-    spec: PaperFigure, request: FigureRequest, identity: dict[str, object], out: str | Path | None
+    spec: PaperFigure, request: FigureRequest, identity: dict[str, object], out: str | Path | None, shared: bool
 ) -> FigureResult:
-    """Build ``spec`` for ``request`` inside the run of ``out`` (nothing written without one)."""
-    with RunContext(out, identity, spec.outputs(request), request.overwrite) as run:
+    """Build ``spec`` for ``request`` inside the run of ``out`` (nothing written without one); its
+    outputs hold the studies' subdirectories unless they are ``shared`` elsewhere."""
+    outputs = spec.outputs(request)
+    if shared:
+        outputs = tuple(name for name in outputs if name not in spec.parts(request))
+    with RunContext(out, identity, outputs, request.overwrite) as run:
         run.resume()
         started = time.perf_counter()
         drawn = spec.build(request)
