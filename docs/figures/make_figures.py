@@ -41,8 +41,8 @@ def rows() -> dict[str, str]:
     """The table's rows by figure name, as written so far."""
     if not TABLE.exists():
         return {}
-    lines = [line for line in TABLE.read_text().splitlines() if line.startswith("| fig")]
-    return {line.split("|")[1].strip(): line for line in lines}
+    lines = [line for line in TABLE.read_text().splitlines() if line.startswith("|")]
+    return {line.split("|")[1].strip(): line for line in lines if line.split("|")[1].strip() in FIGURES}
 
 
 def previous_minutes(row: str) -> float:
