@@ -529,6 +529,13 @@ def figure(
         Path | None,
         typer.Option(help="Run the studies in this directory instead of OUT (to share them between figures)."),
     ] = None,
+    prox: Annotated[
+        str,
+        typer.Option(
+            help="The prox policies of the scans of a figure over alpha: global, local or both (local branches "
+            "drawn with +); the other figures draw the global policy."
+        ),
+    ] = "global",
     overwrite: Overwrite = False,
 ) -> None:
     """One figure of the paper, computed by the package's studies and drawn from their tables.
@@ -550,7 +557,15 @@ def figure(
         chosen, values = model_values(model_name or paper_figure(name).variant, settings)
         target = out or Path(f"attnphase-figure-{name}")
         result = draw(
-            name, chosen, values, quick=quick, out=target, studies=studies, overwrite=overwrite, progress=None
+            name,
+            chosen,
+            values,
+            quick=quick,
+            out=target,
+            studies=studies,
+            prox=prox,
+            overwrite=overwrite,
+            progress=None,
         )
     typer.echo(f"{result.summary()}; files in {target}/")
 

@@ -116,6 +116,25 @@ def test_fig2_is_the_scans_and_the_simulations_numbers(tmp_path):
     _check_over_alpha(tmp_path, [""])
 
 
+def test_only_the_figures_over_alpha_draw_the_local_policy():
+    with pytest.raises(ValueError, match="prox: fig3-right draws the global policy only"):
+        ap.figure("fig3-right", quick=True, prox="local")
+    with pytest.raises(ValueError, match="prox: 'nearest' is not one of"):
+        ap.figure("fig2", quick=True, prox="nearest")
+
+
+@pytest.mark.slow
+def test_fig2_draws_both_policies_branches_from_a_scan_under_each(tmp_path):
+    """With prox both, the theory table holds each policy's converged points, as its own scan has them."""
+    result = _figure("fig2", tmp_path, prox="both", values={"omega": 0.2})
+    theory = result.tables["theory"]
+    assert set(theory["prox"]) == {"global", "local"}
+    for policy, directory in (("global", "scan"), ("local", "scan_local")):
+        scan = pd.read_csv(tmp_path / directory / "branches.csv")
+        converged = scan[scan["converged"].astype(bool)]
+        _same(theory.loc[theory["prox"] == policy, "train_loss"], converged["train_loss"])
+
+
 @pytest.mark.slow
 def test_fig8_draws_one_column_per_omega_from_its_own_studies(tmp_path):
     result = _figure("fig8", tmp_path)

@@ -19,6 +19,7 @@ from typing import ClassVar
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.experiments.options import ProxOption
 from attnphase.experiments.study import StudyResult, versions
 from attnphase.replica.declaration import AttentionModel
 from attnphase.replica.variants import Value, Variant
@@ -27,13 +28,14 @@ from attnphase.replica.variants import Value, Variant
 @dataclass(frozen=True)
 class FigureRequest:
     """One figure asked for: the model family ``variant`` with the parameter ``values`` set on it, the
-    ``quick`` or the full size, the ``directory`` its studies write into, and for them ``overwrite``
-    and ``progress``."""
+    ``quick`` or the full size, the ``directory`` its studies write into, the prox policies its scans
+    trace branches under (``prox``, THEORY.md sec. 12), and for its studies ``overwrite`` and ``progress``."""
 
     variant: Variant
     values: Mapping[str, Value]
     quick: bool
     directory: Path
+    prox: ProxOption = ProxOption.GLOBAL
     overwrite: bool = False
     progress: bool | None = False
 
@@ -68,6 +70,8 @@ class PaperFigure(ABC):
     variant: ClassVar[str] = "paper"
     defaults: ClassVar[Mapping[str, Value]] = {}
     table_names: ClassVar[tuple[str, ...]]
+    #: Whether the figure draws the branches of a prox policy other than the global one.
+    draws_local_policy: ClassVar[bool] = False
 
     @abstractmethod
     def parts(self, request: FigureRequest) -> tuple[str, ...]:

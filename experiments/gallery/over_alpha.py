@@ -33,6 +33,7 @@ from attnphase.experiments.study import parameter_title
 from attnphase.experiments.style import symbol
 from attnphase.replica.declaration import AttentionModel
 from attnphase.replica.variants import Value
+from attnphase.saddle.prox.policy import ProxChoice
 
 #: A scan's options in a quick figure: no stability, no error check, a coarse Gauss-Hermite rule (of
 #: order 10 up to four Gaussian dimensions, 6 beyond, where a point costs 6^6 nodes before pruning).
@@ -72,19 +73,27 @@ PANELS = (("train_loss", "training loss"), ("|m|", "overlaps"), ("test_error", "
 
 @dataclass(frozen=True)
 class Slice:
-    """One parameter point of the figure: its studies' results and their tables."""
+    """One parameter point of the figure: its scans (one per prox policy, the global one first) and its
+    simulation, and their tables."""
 
-    values: Mapping[str, Value]
-    scan: ScanResult
+    scans: tuple[ScanResult, ...]
     simulation: SimulationResult
 
+    @property
+    def scan(self) -> ScanResult:
+        """The scan the thresholds and the global minimum are read from (the global policy's if run)."""
+        return self.scans[0]
+
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The theory's points, branch ends and thresholds, and the runs' summary, each with the slice's
-        parameters as leading columns."""
+        """The theory's points and branch ends under every policy (their ``prox`` column), the primary
+        scan's thresholds and the runs' summary, each with the model's scalar parameters as its last
+        columns."""
         model = self.scan.model
         frames = {
-            "theory": theory_points(self.scan),
-            "ends": branch_ends(self.scan),
+            "theory": pd.concat([theory_points(s) for s in self.scans], ignore_index=True),
+            "ends": pd.concat(
+                [branch_ends(s).assign(prox=s.options.prox.value) for s in self.scans], ignore_index=True
+            ),
             "thresholds": self.scan.thresholds,
             "runs": run_summary(self.simulation.runs, model),
         }
@@ -99,6 +108,7 @@ class OverAlpha(PaperFigure):
     """Theory against gradient descent over alpha (module docstring), one column per slice."""
 
     table_names = ("theory", "ends", "thresholds", "runs")
+    draws_local_policy = True
 
     def slices(self, request: FigureRequest) -> tuple[Mapping[str, Value], ...]:
         """The parameter values of each column: one column at the request's values."""
@@ -109,18 +119,36 @@ class OverAlpha(PaperFigure):
         return AlphaSize.quick(request.model()) if request.quick else AlphaSize()
 
     def parts(self, request: FigureRequest) -> tuple[str, ...]:
-        return tuple(f"{kind}{self._suffix(v)}" for v in self.slices(request) for kind in ("scan", "simulate"))
+        names = []
+        for values in self.slices(request):
+            names += [self._scan_part(values, policy) for policy in request.prox.policies]
+            names.append(f"simulate{self._suffix(values)}")
+        return tuple(names)
 
     @staticmethod
     def _suffix(values: Mapping[str, Value]) -> str:
         return "".join(f"_{k}={v:g}" for k, v in values.items())
 
+    def _scan_part(self, values: Mapping[str, Value], policy: ProxChoice) -> str:
+        """The subdirectory of a slice's scan under ``policy`` (``scan``, ``scan_local``)."""
+        return f"scan{self._suffix(values)}{'' if policy is ProxChoice.GLOBAL else '_' + policy.value}"
+
     def run_slice(self, request: FigureRequest, values: Mapping[str, Value]) -> Slice:
-        """The scan and the simulation of one slice, each in its own subdirectory."""
-        size, model, suffix = self.size(request), request.model(**values), self._suffix(values)
-        theory = scan(
-            model, size.alphas, out=request.part(f"scan{suffix}"), **size.scan_options, **request.study_options()
+        """The scans (one per policy of the request) and the simulation of one slice, each in its own
+        subdirectory; the runs are classified against the first scan."""
+        size, model = self.size(request), request.model(**values)
+        scans = tuple(
+            scan(
+                model,
+                size.alphas,
+                out=request.part(self._scan_part(values, policy)),
+                prox=policy.value,
+                **size.scan_options,
+                **request.study_options(),
+            )
+            for policy in request.prox.policies
         )
+        theory, suffix = scans[0], self._suffix(values)
         runs = simulate(
             model,
             d=size.d,
@@ -131,7 +159,7 @@ class OverAlpha(PaperFigure):
             out=request.part(f"simulate{suffix}"),
             **request.study_options(),
         )
-        return Slice(values, theory, runs)
+        return Slice(scans, runs)
 
     def build(self, request: FigureRequest) -> Drawn:
         slices = [self.run_slice(request, values) for values in self.slices(request)]

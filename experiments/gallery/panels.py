@@ -56,15 +56,19 @@ def draw_theory(
     ax: Axes, points: pd.DataFrame, column: str, skip: str | None = None, linestyle: str = "-", suffix: str = ""
 ) -> None:
     """``column`` against alpha on every branch (each in its family's colour, one legend entry per
-    branch followed by ``suffix``, local-policy branches with ``+``), but a branch where ``column`` is
-    zero throughout or named ``skip``."""
+    branch followed by ``suffix``; local-policy branches in the same colours with ``+`` and one legend
+    entry for all), but a branch where ``column`` is zero throughout or named ``skip``."""
+    drawn_local = False
     for prox, style in (("global", {}), ("local", LOCAL_STYLE)):
         for branch, group, named, extra in branch_sheets(of_policy(points, prox)):
             if branch == skip or not np.any(group[column].to_numpy(float)):
                 continue
-            label = named(f"{branch}{suffix} (theory{', local prox' if style else ''})")
+            label = None if style else named(f"{branch}{suffix} (theory)")
             colour = family_colour(branch)
             ax.plot(group["alpha"], group[column], color=colour, linestyle=linestyle, label=label, **extra, **style)
+            drawn_local = drawn_local or bool(style)
+    if drawn_local and linestyle == "-":
+        ax.plot([], [], color="0.3", label="local prox (same colours)", **LOCAL_STYLE)
 
 
 def draw_runs(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from attnphase.experiments.gallery.base import FigureRequest, FigureResult, PaperFigure
 from attnphase.experiments.gallery.figures import PAPER_FIGURES
+from attnphase.experiments.options import ProxOption
 from attnphase.experiments.run_context import RunContext
 from attnphase.replica.variants import Value, Variant, variant
 
@@ -30,6 +31,16 @@ def paper_figure(name: str) -> PaperFigure:
     return FIGURES[name]
 
 
+def prox_option(prox: str | ProxOption, spec: PaperFigure) -> ProxOption:
+    """``prox`` as a :class:`ProxOption` the figure ``spec`` can draw; a ``ValueError`` naming it otherwise."""
+    if str(prox) not in tuple(ProxOption):
+        raise ValueError(f"prox: {prox!r} is not one of {', '.join(ProxOption)}")
+    chosen = ProxOption(str(prox))
+    if chosen is not ProxOption.GLOBAL and not spec.draws_local_policy:
+        raise ValueError(f"prox: {spec.name} draws the global policy only; got {chosen.value}")
+    return chosen
+
+
 def figure(
     name: str,
     model: str | Variant | None = None,
@@ -38,6 +49,7 @@ def figure(
     quick: bool = False,
     out: str | Path | None = None,
     studies: str | Path | None = None,
+    prox: str | ProxOption = ProxOption.GLOBAL,
     overwrite: bool = False,
     progress: bool | None = False,
 ) -> FigureResult:
@@ -49,15 +61,19 @@ def figure(
     locked for the call and a run of other settings there is refused unless ``overwrite``. Without it
     the studies run in a temporary directory and nothing is kept. ``studies``: the directory of the
     studies' subdirectories instead of ``out``, to share them between figures that run the same
-    studies (fig3-centre and fig3-right, fig3-left and fig7)."""
+    studies (fig3-centre and fig3-right, fig3-left and fig7). ``prox``: the policies the scans of the
+    figures over alpha trace branches under (``global``, ``local`` or ``both``: the local policy's
+    branches drawn beside the global ones with ``+``; the other figures draw the global policy's)."""
     spec = paper_figure(name)
+    policies = prox_option(prox, spec)
     chosen = model if isinstance(model, Variant) else variant(model or spec.variant)
     request_values = {**spec.values_for(chosen), **(values or {})}
     identity = {"figure": spec.name, "model": chosen.name, "values": request_values, "quick": bool(quick)}
+    identity |= {"prox": policies.value}
     home = studies if studies is not None else out
     scratch = tempfile.TemporaryDirectory(prefix="attnphase-figure-") if home is None else nullcontext(home)
     with scratch as directory:
-        request = FigureRequest(chosen, request_values, bool(quick), Path(directory), overwrite, progress)
+        request = FigureRequest(chosen, request_values, bool(quick), Path(directory), policies, overwrite, progress)
         return _drawn(spec, request, identity, out, shared=studies is not None)
 
 
