@@ -70,12 +70,8 @@ def theory_gaps(diagram: PhaseDiagramResult) -> pd.DataFrame:
 def run_gaps(runs: pd.DataFrame, model: AttentionModel, omega: float) -> pd.DataFrame:
     """The runs' gap at every alpha: per seed (one training set) the training loss from the start aimed at
     the ``high`` branch minus the one from the start aimed at ``low``, its mean and standard deviation."""
-    init_of = {
-        label: init
-        for init, family in FAMILY_OF_INIT.items()
-        for f, label in family_labels(model).items()
-        if f == family
-    }
+    labels = family_labels(model)
+    init_of = {labels[family]: init for init, family in FAMILY_OF_INIT.items() if family in labels}
     low, high = (init_of[label] for label in model.labels.critical)
     pivot = runs.pivot_table(index=["alpha", "seed"], columns="init", values="train_loss")
     paired = (pivot[high] - pivot[low]).dropna().groupby(level="alpha")
