@@ -107,6 +107,37 @@ def mark_replica_symmetry(ax, points: pd.DataFrame, x: str, y: str) -> None:
             ax.plot(chosen[x], chosen[y], linestyle="none", markersize=4, **style)
 
 
+#: How the stretches of a parameter sweep's global minima that are not replica-symmetric stable are drawn.
+REPLICA_BARS = (
+    (False, {"color": "0.15", "alpha": 0.55, "label": "RS unstable (replicon)"}),
+    (None, {"color": "0.7", "alpha": 0.9, "label": "RS unresolved"}),
+)
+
+
+def grid_stretches(values: np.ndarray, chosen: np.ndarray) -> list[tuple[float, float]]:
+    """The runs of consecutive ``chosen`` entries of the sorted grid ``values``, each widened by half the
+    grid's step on both sides (one point is a bar of one step)."""
+    half = 0.5 * float(np.median(np.diff(values))) if values.size > 1 else 0.0
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], chosen.astype(int), [0]])))
+    starts, stops = edges[::2], edges[1::2]
+    return [(values[start] - half, values[stop - 1] + half) for start, stop in zip(starts, stops, strict=True)]
+
+
+def mark_replica_stretches(ax, points: pd.DataFrame, x: str, y: str) -> None:
+    """At every value of ``x``, a vertical bar (:data:`REPLICA_BARS`) over each stretch of ``y`` whose
+    points are not replica-symmetric stable: a region on a phase diagram, where a marker per grid
+    point would hide the map under it."""
+    flags = _replica_flags(points)
+    for value, style in REPLICA_BARS:
+        label = style["label"]
+        for at, column in points.assign(flag=flags).groupby(x):
+            column = column.sort_values(y)
+            chosen = column["flag"].map(lambda f, v=value: f is v).to_numpy(bool)
+            for bottom, top in grid_stretches(column[y].to_numpy(float), chosen):
+                ax.plot([at, at], [bottom, top], linewidth=3, solid_capstyle="butt", **(style | {"label": label}))
+                label = None
+
+
 #: How a local-policy branch is drawn beside the global one (THEORY.md sec. 12).
 LOCAL_STYLE = {"marker": "+", "markersize": 4, "alpha": 0.7}
 
@@ -247,7 +278,8 @@ def draw_phase_regions(ax, thresholds: pd.DataFrame, branches: pd.DataFrame, axi
     the global minimum (shaded if ``shade``), bounded by ``alpha_c`` interpolated linearly between the
     grid's values; ``alpha_c`` and ``alpha_l``; where each branch ends inside the scanned range (dashed, in
     its colour, ``^`` where it begins and ``v`` where it ends going up in alpha); the global minima
-    that are not replica-symmetric stable marked. ``thresholds`` and ``branches``: a phase diagram's
+    that are not replica-symmetric stable marked as bars (:func:`mark_replica_stretches`); the legend below
+    the axes. ``thresholds`` and ``branches``: a phase diagram's
     tables of one policy (one row per unit)."""
     best = global_minima(branches)
     colours = branch_colours(branches["branch"])
@@ -277,11 +309,16 @@ def draw_phase_regions(ax, thresholds: pd.DataFrame, branches: pd.DataFrame, axi
                 ax.plot(edges[axis], inside, label=label, **style)
                 label = None
     x_of = around[axis]
-    mark_replica_symmetry(ax, best.assign(**{axis: best["unit"].map(x_of)}).dropna(subset=[axis]), axis, "alpha")
+    mark_replica_stretches(ax, best.assign(**{axis: best["unit"].map(x_of)}).dropna(subset=[axis]), axis, "alpha")
     ax.plot(x, around["alpha_c"], color="k", marker="o", markersize=3, label=r"$\alpha_c$")
     ax.plot(x, around["alpha_l"], color="k", linestyle=":", marker="x", markersize=3, label=r"$\alpha_l$")
     ax.set(xlabel=symbol(axis), ylabel=symbol("alpha"), ylim=(low, high))
-    ax.legend(fontsize=7, loc="best")
+    outside_legend(ax)
+
+
+def outside_legend(ax) -> None:
+    """The legend of ``ax`` below it, in three columns, so that it hides nothing of a map."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
 
 
 def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Figure:
@@ -302,7 +339,7 @@ def phase_diagram_figure(thresholds: pd.DataFrame, branches: pd.DataFrame) -> Fi
         if len(local):
             on_panel = local[local["unit"].isin(units)].sort_values(axis)
             ax.plot(on_panel[axis], on_panel["alpha_c"], color="0.4", label=r"$\alpha_c$ (local prox)", **LOCAL_STYLE)
-            ax.legend(fontsize=7, loc="best")
+            outside_legend(ax)
         if title:
             ax.set_title(f"phase diagram, {title}")
     return fig

@@ -1,7 +1,8 @@
 """Simulations against the replica theory (paper Fig. 3 left and centre).
 
-Simulated points are the mean over seeds with error bars of one standard error; lines are the
-theory's branches (THEORY.md sec. 6) read from a scan's ``branches.csv``.
+Simulated points are the mean over seeds with error bars of one standard deviation over seeds (the
+shared style, :mod:`attnphase.experiments.style`); lines are the theory's branches (THEORY.md sec. 6)
+read from a scan's ``branches.csv``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from matplotlib.figure import Figure
 
 from attnphase.experiments.families import FAMILY_OF_INIT, family_labels, norm_columns, with_family_norms
 from attnphase.experiments.figures import FAMILY_LINES, branch_colours, branch_gap, branch_sheets, gap_label
+from attnphase.experiments.style import symbol
 from attnphase.replica.declaration import AttentionModel
 
 INIT_STYLE = {
@@ -21,28 +23,31 @@ INIT_STYLE = {
 }
 
 
-def summarise(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
-    """Mean and standard error over seeds of ``train_loss``, ``test_error`` and the overlap norms
-    (their signs follow the push of the initialisation, the theory's are arbitrary), per ``(alpha, init)``."""
+def summarise(
+    simulations: pd.DataFrame, model: AttentionModel, keys: tuple[str, ...] = ("alpha", "init")
+) -> pd.DataFrame:
+    """Mean and standard deviation over seeds (``<column>_std``) of ``train_loss``, ``test_error`` and
+    the overlap norms (their signs follow the push of the initialisation, the theory's are arbitrary),
+    per ``keys``, with the number of runs."""
     measures = ["train_loss", "test_error", *norm_columns(model)]
-    grouped = with_family_norms(simulations, model).groupby(["alpha", "init"])[measures]
-    mean, se = grouped.mean(), grouped.sem()
-    return mean.join(se.add_suffix("_se")).join(grouped.size().rename("runs")).reset_index()
+    grouped = with_family_norms(simulations, model).groupby(list(keys))[measures]
+    mean, spread = grouped.mean(), grouped.std()
+    return mean.join(spread.add_suffix("_std")).join(grouped.size().rename("runs")).reset_index()
 
 
 def training_loss_gap(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """``eps_t(high) - eps_t(low)`` for the declaration's critical pair of branches ``(low, high)``, from
     the runs started on each (the informed start aimed at the family whose branch it is: the paper's
-    semantic - positional init), paired per seed (same data): mean and standard error over seeds per
-    alpha; empty if the runs do not start on both."""
+    semantic - positional init), paired per seed (same data): mean and standard deviation over seeds
+    per alpha (``gap``, ``gap_std``, ``runs``); empty if the runs do not start on both."""
     label_of_family = family_labels(model)
     init_of = {label_of_family.get(family): init for init, family in FAMILY_OF_INIT.items()}
     low, high = (init_of.get(label) for label in model.labels.critical)
     pivot = simulations.pivot_table(index=["alpha", "seed"], columns="init", values="train_loss")
     if low is None or high is None or not {low, high} <= set(pivot.columns):
-        return pd.DataFrame(columns=["alpha", "gap", "gap_se", "runs"])
+        return pd.DataFrame(columns=["alpha", "gap", "gap_std", "runs"])
     gap = (pivot[high] - pivot[low]).dropna().groupby(level="alpha")
-    return pd.DataFrame({"gap": gap.mean(), "gap_se": gap.sem(), "runs": gap.size()}).reset_index()
+    return pd.DataFrame({"gap": gap.mean(), "gap_std": gap.std(), "runs": gap.size()}).reset_index()
 
 
 def _lone_point(points: pd.DataFrame | pd.Series) -> dict[str, object]:
@@ -76,22 +81,22 @@ def simulation_figure(
                     group[column],
                     color=color,
                     linestyle=style,
-                    label=named(f"{column} theory ({branch})"),
+                    label=named(f"{symbol(column)} theory ({branch})"),
                     **extra,
                 )
     for init, group in summary.groupby("init", sort=False):
         style = INIT_STYLE.get(init, {"color": "k", "marker": "."})
         bars = {"linestyle": "none", "markersize": 4, "capsize": 2, "color": style["color"]}
-        ax_test.errorbar(group["alpha"], group["test_error"], group["test_error_se"], marker=style["marker"], **bars)
-        ax_train.errorbar(group["alpha"], group["train_loss"], group["train_loss_se"], marker=style["marker"], **bars)
+        ax_test.errorbar(group["alpha"], group["test_error"], group["test_error_std"], marker=style["marker"], **bars)
+        ax_train.errorbar(group["alpha"], group["train_loss"], group["train_loss_std"], marker=style["marker"], **bars)
         for k, column in enumerate(overlaps):
             ax_overlap.errorbar(
                 group["alpha"],
                 group[column],
-                group[f"{column}_se"],
+                group[f"{column}_std"],
                 marker=style["marker"],
                 mfc=None if k == 0 else "none",
-                label=f"{column} ({init} init)",
+                label=f"{symbol(column)} ({init} init)",
                 **bars,
             )
         ax_test.plot([], [], marker=style["marker"], color=style["color"], linestyle="none", label=f"{init} init")
@@ -106,7 +111,7 @@ def simulation_figure(
         ax_gap.errorbar(
             simulated_gap["alpha"],
             simulated_gap["gap"],
-            simulated_gap["gap_se"],
+            simulated_gap["gap_std"],
             linestyle="none",
             marker="o",
             markersize=4,
@@ -119,7 +124,7 @@ def simulation_figure(
     d = ", ".join(str(v) for v in np.unique(simulations["d"]))
     ax_test.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_g$", title="test error")
     ax_train.set(xlabel=r"$\alpha$", ylabel=r"$\epsilon_t$", title="training loss")
-    ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics " + ", ".join(overlaps))
+    ax_overlap.set(xlabel=r"$\alpha$", ylabel="overlap", title="summary statistics " + ", ".join(map(symbol, overlaps)))
     ax_gap.set(xlabel=r"$\alpha$", ylabel=gap_label(low, high), title="training-loss gap")
     alpha_c = None if thresholds is None else thresholds.get("alpha_c")
     for ax in axes.ravel():
@@ -127,5 +132,5 @@ def simulation_figure(
             ax.axvline(alpha_c, color="k", linestyle="--", linewidth=0.9, label=rf"$\alpha_c$ = {alpha_c:.3f}")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)
-    fig.suptitle(f"simulations at d = {d} (mean $\\pm$ s.e. over seeds) against the replica theory")
+    fig.suptitle(f"simulations at $d$ = {d} (mean $\\pm$ s.d. over seeds) against the replica theory")
     return fig

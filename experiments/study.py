@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import platform
 import shutil
@@ -223,8 +224,29 @@ def save_figure(fig: Figure, out_stem: Path, dpi: int = 150) -> list[Path]:
     return paths
 
 
+#: The scalar parameters a figure title names.
+TITLE_SCALARS = ("omega", "sigma", "lambda")
+
+
+def _matrix_entries(parameters: Mapping[str, float]) -> dict[str, dict[tuple[int, int], float]]:
+    """The entries of every matrix parameter, flattened as ``A_i_j`` (1-based), by the matrix's name."""
+    matrices: dict[str, dict[tuple[int, int], float]] = {}
+    for name, value in parameters.items():
+        head, *index = name.split("_")
+        if len(index) == 2 and all(part.isdigit() for part in index):
+            matrices.setdefault(head, {})[(int(index[0]), int(index[1]))] = value
+    return matrices
+
+
 def parameter_title(parameters: Mapping[str, float]) -> str:
-    """A figure title from a model's named parameters (``omega``, ``sigma``, ``lambda``, ...)."""
-    symbols = {"omega": r"$\omega$", "sigma": r"$\sigma$", "lambda": r"$\lambda$"}
-    shown = [f"{symbols[name]} = {value:g}" for name, value in parameters.items() if name in symbols]
+    """A figure title from a model's named parameters: the scalars of :data:`TITLE_SCALARS` and every
+    matrix parameter (``A_1_1``, ... as ``$A$ = [[0.6, 0.4], [0.4, 0.6]]``), in mathtext."""
+    from attnphase.experiments.style import symbol
+
+    shown = [f"{symbol(name)} = {parameters[name]:g}" for name in TITLE_SCALARS if name in parameters]
+    for head, entries in _matrix_entries(parameters).items():
+        rows, columns = max(i for i, _ in entries), max(j for _, j in entries)
+        lines = [[entries.get((i, j), math.nan) for j in range(1, columns + 1)] for i in range(1, rows + 1)]
+        text = ", ".join("[" + ", ".join(f"{v:g}" for v in line) + "]" for line in lines)
+        shown.append(f"{symbol(head)} = [{text}]")
     return ", ".join(shown)

@@ -56,13 +56,22 @@ ERROR_BARS = {"linestyle": "none", "markersize": 4, "capsize": 2, "elinewidth": 
 SWEEP_MAP = ListedColormap(colormaps["viridis"](np.linspace(0.0, 0.85, 256)), name="viridis_dark")
 
 
+#: Names spelled as Greek letters (``gamma`` -> ``$\\gamma$``).
+GREEK = frozenset(
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi rho sigma tau phi chi psi omega"
+    .split()
+)
+
+
 def symbol(name: str) -> str:
     """The mathtext symbol of column ``name`` (:data:`SYMBOLS`); any other name as ``$name$`` with its
-    subscript (``m_1`` -> ``$m_1$``), so that every label renders as mathematics."""
+    subscript (``m_1`` -> ``$m_1$``, a Greek name as its letter: ``gamma_1`` -> ``$\\gamma_{1}$``), so
+    that every label renders as mathematics."""
     if name in SYMBOLS:
         return SYMBOLS[name]
     head, _, tail = name.partition("_")
-    return f"${head}_{{{tail}}}$" if tail else f"${name}$"
+    head = f"\\{head}" if head in GREEK else head
+    return f"${head}_{{{tail}}}$" if tail else f"${head}$"
 
 
 def gap_symbol(low: str, high: str) -> str:

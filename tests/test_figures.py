@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnphase.experiments.figures import scan_figure
+from attnphase.experiments.figures import grid_stretches, scan_figure
 from attnphase.experiments.simulation_figures import simulation_figure, training_loss_gap
 from attnphase.replica.declaration import BranchLabels, paper_model
 
@@ -92,7 +92,18 @@ def _runs() -> pd.DataFrame:
 def test_the_simulated_gap_pairs_the_starts_of_the_critical_branches(model, sign):
     gap = training_loss_gap(_runs(), model)
     assert len(gap) == 1 and gap["runs"].iloc[0] == 2
-    assert gap["gap"].iloc[0] == pytest.approx(sign * np.mean([0.0028 - 0.0031, 0.0029 - 0.0033]))
+    paired = sign * np.array([0.0028 - 0.0031, 0.0029 - 0.0033])
+    assert gap["gap"].iloc[0] == pytest.approx(paired.mean())
+    assert gap["gap_std"].iloc[0] == pytest.approx(paired.std(ddof=1))  # the seeds' spread, not the mean's
+
+
+def test_unstable_stretches_are_the_runs_of_the_grid_widened_by_half_a_step():
+    """A phase diagram marks each run of consecutive unstable grid points as one bar, a lone point as a
+    bar one step long, so that the bars tile the grid's cells."""
+    alphas = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    chosen = np.array([True, True, False, False, True, False])
+    np.testing.assert_allclose(grid_stretches(alphas, chosen), [(0.05, 0.25), (0.45, 0.55)])
+    assert grid_stretches(alphas, np.zeros(6, bool)) == []
 
 
 def test_a_simulation_figure_without_a_gap_to_draw_warns_of_nothing():

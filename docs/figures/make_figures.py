@@ -5,8 +5,8 @@
 Every figure runs at full size into ``WORK/NAME`` (default ``figures-work/``; resumable: an interrupted
 run goes on where it stopped), its studies in ``WORK/studies/GROUP``, then its PNG is copied here and
 its line of ``figures.md`` (command and run time) is rewritten. Figures that run the same studies share
-them (:data:`SHARED`): fig3-right draws fig3-centre's phase diagram and simulations, fig7 fig3-left's
-finite-size study.
+them (:data:`SHARED`, :data:`SHARED_PARTS`): fig3-right draws fig3-centre's phase diagram and
+simulations, fig7 fig3-left's finite-size study, fig14 fig3-centre's as its paper model's.
 """
 
 from __future__ import annotations
@@ -25,6 +25,18 @@ HERE = Path(__file__).parent
 TABLE = HERE / "figures.md"
 #: A figure and the figure whose studies it draws.
 SHARED = {"fig3-right": "fig3-centre", "fig7": "fig3-left"}
+#: A figure's part and the figure whose studies are that part: fig14's paper model is fig3-centre's.
+SHARED_PARTS = {"fig14": {"paper": "fig3-centre"}}
+
+
+def link_shared_parts(name: str, work: Path) -> None:
+    """Point the parts of :data:`SHARED_PARTS` at the other figure's studies (each study checks, from its
+    own ``run.json``, that it is the same run before it resumes)."""
+    for part, other in SHARED_PARTS.get(name, {}).items():
+        link = work / "studies" / name / part
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(Path("..") / other, target_is_directory=True)
 
 
 def check_thresholds(name: str, out: Path, studies: Path) -> None:
@@ -71,6 +83,7 @@ def main() -> None:
     table = rows()
     for name in names:
         out, studies = work / name, work / "studies" / SHARED.get(name, name)
+        link_shared_parts(name, work)
         started = time.perf_counter()
         ap.figure(name, out=out, studies=studies, progress=True)
         minutes = (time.perf_counter() - started) / 60
@@ -78,6 +91,7 @@ def main() -> None:
         shutil.copy(out / f"{name}.png", HERE / f"{name}.png")
         minutes = max(minutes, previous_minutes(table.get(name, "")))
         shared = f" (with {SHARED[name]}'s studies)" if name in SHARED else ""
+        shared += "".join(f" ({part} with {other}'s studies)" for part, other in SHARED_PARTS.get(name, {}).items())
         table[name] = f"| {name} | `attnphase figure {name} --out {name}` | {minutes:.0f} min{shared} |"
         write_table(table)
         print(f"{name}: {minutes:.1f} min", flush=True)

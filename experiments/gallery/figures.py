@@ -45,9 +45,7 @@ class Fig12(OverAlpha):
     description = "untied key and query: fig2's panels, with the theory the paper lacks"
 
 
-PAPER_FIGURES: tuple[PaperFigure, ...] = (Fig2(), Fig3Centre(), Fig3Right(), Fig8(), Fig9(), Fig10(), Fig11(), Fig12())
-
-
+#: Every figure, in the paper's order.
 PAPER_FIGURES: tuple[PaperFigure, ...] = (
     Fig1(),
     Fig2(),

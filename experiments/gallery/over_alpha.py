@@ -24,11 +24,11 @@ from attnphase.experiments.gallery.panels import (
     global_minimum_line,
     mark_ends,
     mark_thresholds,
-    run_summary,
     theory_points,
 )
 from attnphase.experiments.scan import ScanResult, scan
 from attnphase.experiments.simulate import SimulationResult, simulate
+from attnphase.experiments.simulation_figures import summarise
 from attnphase.experiments.study import parameter_title
 from attnphase.experiments.style import symbol
 from attnphase.replica.declaration import AttentionModel
@@ -95,7 +95,7 @@ class Slice:
                 [branch_ends(s).assign(prox=s.options.prox.value) for s in self.scans], ignore_index=True
             ),
             "thresholds": self.scan.thresholds,
-            "runs": run_summary(self.simulation.runs, model),
+            "runs": summarise(self.simulation.runs, model),
         }
         parameters = {k: v for k, v in model.parameters().items() if not isinstance(v, tuple)}
         return {
@@ -165,26 +165,33 @@ class OverAlpha(PaperFigure):
         slices = [self.run_slice(request, values) for values in self.slices(request)]
         parts = [s.tables() for s in slices]
         tables = {stem: pd.concat([p[stem] for p in parts], ignore_index=True) for stem in self.table_names}
-        return Drawn(tables, lambda: self.draw(slices, asdict(self.size(request)), request.variant.name))
+        drawn = list(zip(slices, parts, strict=True))
+        return Drawn(tables, lambda: self.draw(drawn, asdict(self.size(request)), request.variant.name))
 
-    def draw(self, slices: list[Slice], size: Mapping[str, object], model_name: str) -> Figure:
-        """Three panels per slice: one row of them for one slice, one column per slice otherwise; the
-        title names the model (``model_name``), its parameters and the training runs."""
+    def draw(
+        self, slices: list[tuple[Slice, dict[str, pd.DataFrame]]], size: Mapping[str, object], model_name: str
+    ) -> Figure:
+        """Three panels per slice, each drawn from its tables (:meth:`Slice.tables`): one row of them for
+        one slice, one column per slice otherwise; the title names the model (``model_name``), its
+        parameters and the training runs."""
         columns = len(slices)
         shape = (1, 3) if columns == 1 else (3, columns)
         fig = Figure(figsize=(12, 3.8) if columns == 1 else (3.6 * columns, 9), layout="constrained")
         axes = fig.subplots(*shape, squeeze=False)
-        for k, one in enumerate(slices):
-            self.draw_slice(axes[0] if columns == 1 else axes[:, k], one, named=columns > 1)
+        parameters = [one.scan.model.parameters() for one, _ in slices]
+        varying = {k for k in parameters[0] if len({p[k] for p in parameters}) > 1}
+        for k, (one, tables) in enumerate(slices):
+            named = {name: parameters[k][name] for name in varying}
+            self.draw_slice(axes[0] if columns == 1 else axes[:, k], one, tables, named)
         runs = f"GD at $d$ = {size['d']}, mean $\\pm$ s.d. over {size['seeds']} seeds"
-        title = parameter_title(slices[0].scan.model.parameters()) if columns == 1 else ""
+        title = parameter_title({k: v for k, v in parameters[0].items() if k not in varying})
         fig.suptitle(f"{model_name} model{', ' if title else ''}{title}; {runs}", fontsize=10)
         return fig
 
     @staticmethod
-    def draw_slice(panels, one: Slice, named: bool) -> None:
-        """The three panels of one slice (module docstring), the first titled by its parameters if ``named``."""
-        tables = one.tables()
+    def draw_slice(panels, one: Slice, tables: Mapping[str, pd.DataFrame], named: Mapping[str, float]) -> None:
+        """The three panels of one slice from its ``tables`` (module docstring), the first titled by the
+        parameters ``named`` (those that differ between the slices) if any."""
         points, runs, ends = tables["theory"], tables["runs"], tables["ends"]
         thresholds = tables["thresholds"].iloc[0]
         ax_train, ax_overlap, ax_test = panels
@@ -206,4 +213,4 @@ class OverAlpha(PaperFigure):
             ax.set(xlabel=symbol("alpha"), ylabel=ylabel, title=name)
             ax.legend(fontsize=6)
         if named:
-            panels[0].set_title(f"{parameter_title(one.scan.model.parameters())}: {PANELS[0][1]}", fontsize=9)
+            panels[0].set_title(f"{parameter_title(named)}: {PANELS[0][1]}", fontsize=9)

@@ -19,12 +19,12 @@ from matplotlib.axes import Axes
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from attnphase.experiments.families import FAMILY_OF_INIT, family_labels
 from attnphase.experiments.figures import branch_gap, draw_phase_regions, of_policy
 from attnphase.experiments.gallery.base import Drawn, FigureRequest, PaperFigure
 from attnphase.experiments.gallery.over_alpha import quick_scan
 from attnphase.experiments.phase_diagram import UNITS, PhaseDiagramResult, phase_diagram
 from attnphase.experiments.simulate import simulate
+from attnphase.experiments.simulation_figures import training_loss_gap
 from attnphase.experiments.study import parameter_title
 from attnphase.experiments.style import ERROR_BARS, SweepColours, gap_symbol, symbol
 from attnphase.replica.declaration import AttentionModel
@@ -67,28 +67,22 @@ def theory_gaps(diagram: PhaseDiagramResult) -> pd.DataFrame:
     return table.assign(gap_std=0.0, runs=0)[list(GAP_COLUMNS)]
 
 
-def run_gaps(runs: pd.DataFrame, model: AttentionModel, omega: float) -> pd.DataFrame:
-    """The runs' gap at every alpha: per seed (one training set) the training loss from the start aimed at
-    the ``high`` branch minus the one from the start aimed at ``low``, its mean and standard deviation."""
-    labels = family_labels(model)
-    init_of = {labels[family]: init for init, family in FAMILY_OF_INIT.items() if family in labels}
-    low, high = (init_of[label] for label in model.labels.critical)
-    pivot = runs.pivot_table(index=["alpha", "seed"], columns="init", values="train_loss")
-    paired = (pivot[high] - pivot[low]).dropna().groupby(level="alpha")
-    table = pd.DataFrame({"gap": paired.mean(), "gap_std": paired.std(), "runs": paired.size()}).reset_index()
-    return table.assign(omega=omega)[list(GAP_COLUMNS)]
-
-
 @dataclass(frozen=True)
 class OmegaStudies:
-    """A figure's phase diagram and its runs' gaps."""
+    """A figure's phase diagram, the theory's gaps read from it (:func:`theory_gaps`) and its runs' gaps."""
 
     diagram: PhaseDiagramResult
     gaps: pd.DataFrame
+    theory_gap: pd.DataFrame
+
+    @classmethod
+    def of(cls, diagram: PhaseDiagramResult, gaps: pd.DataFrame) -> OmegaStudies:
+        """The studies of ``diagram`` and the runs' ``gaps``, with the theory's gaps computed once."""
+        return cls(diagram, gaps, theory_gaps(diagram))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The phase diagram's thresholds, the theory's gaps and the runs' gaps (:data:`GAP_COLUMNS`)."""
-        return {"thresholds": self.diagram.thresholds, "theory_gap": theory_gaps(self.diagram), "runs_gap": self.gaps}
+        return {"thresholds": self.diagram.thresholds, "theory_gap": self.theory_gap, "runs_gap": self.gaps}
 
 
 class OverOmega(PaperFigure):
@@ -123,8 +117,8 @@ class OverOmega(PaperFigure):
                 out=request.part(f"simulate_omega={omega:g}"),
                 **request.study_options(),
             )
-            gaps.append(run_gaps(runs.runs, model, omega))
-        return OmegaStudies(diagram, pd.concat(gaps, ignore_index=True))
+            gaps.append(training_loss_gap(runs.runs, model).assign(omega=omega)[list(GAP_COLUMNS)])
+        return OmegaStudies.of(diagram, pd.concat(gaps, ignore_index=True))
 
     def build(self, request: FigureRequest) -> Drawn:
         studies = self.studies(request)
@@ -140,7 +134,7 @@ class OverOmega(PaperFigure):
             panel(ax, fig, studies)
         fixed = {k: v for k, v in studies.diagram.models[0].parameters().items() if k != "omega"}
         runs = f"GD at $d$ = {size.d}, mean $\\pm$ s.d. over {size.seeds} seeds"
-        fig.suptitle(f"{model_name} model, {parameter_title(fixed)}; {runs}", fontsize=10)
+        fig.suptitle(f"{model_name} model, {parameter_title(fixed)}\n{runs}", fontsize=10)
         return fig
 
 
@@ -154,7 +148,11 @@ def draw_gaps(ax: Axes, fig: Figure, studies: OmegaStudies) -> None:
         ax.plot(group["alpha"], group["gap"], color=colours(omega))
     for omega, group in runs.groupby("omega"):
         ax.errorbar(group["alpha"], group["gap"], group["gap_std"], color=colours(omega), marker="o", **ERROR_BARS)
-    ax.plot([], [], color="k", label="theory")
+    if len(theory):
+        ax.plot([], [], color="k", label="theory")
+    else:
+        note = f"no theory gap: the {labels[1]} and {labels[0]} branches never coexist on the grid"
+        ax.text(0.98, 0.97, note, transform=ax.transAxes, ha="right", va="top", fontsize=8, color="0.3")
     ax.errorbar([], [], [], color="k", marker="o", label="GD, paired seeds", **ERROR_BARS)
     ax.axhline(0.0, color="gray", linewidth=0.6)
     ax.set(xlabel=symbol("alpha"), ylabel=gap_symbol(*labels), title="training-loss gap")

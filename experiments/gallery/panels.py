@@ -12,7 +12,6 @@ from attnphase.experiments.families import with_family_norms
 from attnphase.experiments.figures import LOCAL_STYLE, branch_sheets, mark_replica_symmetry, of_policy
 from attnphase.experiments.scan import ScanResult
 from attnphase.experiments.style import ERROR_BARS, family_colour, symbol
-from attnphase.replica.declaration import AttentionModel
 
 #: The marker of each training start.
 INIT_MARKERS = {"positional": "s", "semantic": "o", "random": "D"}
@@ -39,17 +38,6 @@ def branch_ends(scan: ScanResult) -> pd.DataFrame:
         for end in trace.ends
     ]
     return pd.DataFrame(rows, columns=list(END_COLUMNS))
-
-
-def run_summary(runs: pd.DataFrame, model: AttentionModel, keys: tuple[str, ...] = ("alpha", "init")) -> pd.DataFrame:
-    """Mean and standard deviation over seeds (``<column>_std``) of ``train_loss``, ``test_error`` and the
-    overlap norms of the runs, per ``keys``, with the number of runs."""
-    measures = ["train_loss", "test_error", "|m|", "|theta|"]
-    table = with_family_norms(runs, model)
-    measures = [c for c in measures if c in table]
-    grouped = table.groupby(list(keys))[measures]
-    summary = grouped.mean().join(grouped.std().add_suffix("_std")).join(grouped.size().rename("runs"))
-    return summary.reset_index()
 
 
 def draw_theory(
