@@ -278,9 +278,9 @@ def draw_phase_regions(ax, thresholds: pd.DataFrame, branches: pd.DataFrame, axi
     the global minimum (shaded if ``shade``), bounded by ``alpha_c`` interpolated linearly between the
     grid's values; ``alpha_c`` and ``alpha_l``; where each branch ends inside the scanned range (dashed, in
     its colour, ``^`` where it begins and ``v`` where it ends going up in alpha); the global minima
-    that are not replica-symmetric stable marked as bars (:func:`mark_replica_stretches`); the legend below
-    the axes. ``thresholds`` and ``branches``: a phase diagram's
-    tables of one policy (one row per unit)."""
+    that are not replica-symmetric stable marked as bars (:func:`mark_replica_stretches`); the legend
+    below the axes. ``thresholds`` and ``branches``: a phase diagram's tables of one policy (one row
+    per unit)."""
     best = global_minima(branches)
     colours = branch_colours(branches["branch"])
     around = _families_around(thresholds, best).sort_values(axis)

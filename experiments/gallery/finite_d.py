@@ -104,9 +104,8 @@ class FiniteD(PaperFigure):
             ax.minorticks_off()
             ax.legend(fontsize=7)
         parameters = parameter_title(study.settings.model.parameters())
-        fig.suptitle(
-            f"{parameters}, {symbol('alpha')} = {size.alpha:g}: mean $\\pm$ s.d. over {size.seeds} seeds", fontsize=10
-        )
+        runs = f"GD, mean $\\pm$ s.d. over {size.seeds} seeds"
+        fig.suptitle(f"{parameters}, {symbol('alpha')} = {size.alpha:g}\n{runs}", fontsize=10)
         return fig
 
 
