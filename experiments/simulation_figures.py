@@ -23,14 +23,12 @@ INIT_STYLE = {
 }
 
 
-def summarise(
-    simulations: pd.DataFrame, model: AttentionModel, keys: tuple[str, ...] = ("alpha", "init")
-) -> pd.DataFrame:
+def summarise(simulations: pd.DataFrame, model: AttentionModel) -> pd.DataFrame:
     """Mean and standard deviation over seeds (``<column>_std``) of ``train_loss``, ``test_error`` and
     the overlap norms (their signs follow the push of the initialisation, the theory's are arbitrary),
-    per ``keys``, with the number of runs."""
+    per ``(alpha, init)``, with the number of runs."""
     measures = ["train_loss", "test_error", *norm_columns(model)]
-    grouped = with_family_norms(simulations, model).groupby(list(keys))[measures]
+    grouped = with_family_norms(simulations, model).groupby(["alpha", "init"])[measures]
     mean, spread = grouped.mean(), grouped.std()
     return mean.join(spread.add_suffix("_std")).join(grouped.size().rename("runs")).reset_index()
 
