@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from tqdm import TqdmWarning, tqdm
 
 from attnphase.experiments.storage import atomic_file, write_json, write_table
+from attnphase.experiments.style import symbol
 from attnphase.replica.declaration import AttentionModel, InputTypeError
 
 logger = logging.getLogger("attnphase")
@@ -241,8 +242,6 @@ def _matrix_entries(parameters: Mapping[str, float]) -> dict[str, dict[tuple[int
 def parameter_title(parameters: Mapping[str, float]) -> str:
     """A figure title from a model's named parameters: the scalars of :data:`TITLE_SCALARS` and every
     matrix parameter (``A_1_1``, ... as ``$A$ = [[0.6, 0.4], [0.4, 0.6]]``), in mathtext."""
-    from attnphase.experiments.style import symbol
-
     shown = [f"{symbol(name)} = {parameters[name]:g}" for name in TITLE_SCALARS if name in parameters]
     for head, entries in _matrix_entries(parameters).items():
         rows, columns = max(i for i, _ in entries), max(j for _, j in entries)
