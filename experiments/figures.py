@@ -42,6 +42,13 @@ def branch_colours(labels: Iterable[str]) -> dict[str, str]:
     return {b: str(BRANCH_STYLE[b]["color"]) if b in BRANCH_STYLE else next(others) for b in distinct}
 
 
+def styled_order(labels: Iterable[str]) -> list[str]:
+    """The distinct branch labels in :data:`BRANCH_STYLE`'s order, then the others in order of first
+    appearance (so every panel lists its branches alike)."""
+    distinct = list(dict.fromkeys(labels))
+    return [b for b in BRANCH_STYLE if b in distinct] + [b for b in distinct if b not in BRANCH_STYLE]
+
+
 def _mark_thresholds(ax, thresholds: pd.Series) -> None:
     for name, style in (("alpha_c", "--"), ("alpha_l", ":")):
         value = thresholds.get(name)
@@ -293,7 +300,8 @@ def draw_phase_regions(ax, thresholds: pd.DataFrame, branches: pd.DataFrame, axi
             )
             ax.fill_between(x, around["boundary"], high, where=around["above"] == name, **style)
     ok = branches[branches["converged"].astype(bool)]
-    for branch, group in ok.groupby("branch", sort=False):
+    for branch in styled_order(ok["branch"]):
+        group = ok[ok["branch"] == branch]
         edges = group.groupby("unit")["alpha"].agg(["min", "max"]).join(around[[axis]], how="inner").sort_values(axis)
         label = f"edge of the {branch} branch"
         for edge, limit, marker in (("min", low, "^"), ("max", high, "v")):

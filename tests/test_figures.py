@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnphase.experiments.figures import grid_stretches, scan_figure
+from attnphase.experiments.figures import grid_stretches, scan_figure, styled_order
 from attnphase.experiments.simulation_figures import simulation_figure, training_loss_gap
 from attnphase.replica.declaration import BranchLabels, paper_model
 
@@ -143,3 +143,12 @@ def test_every_panel_draws_a_branch_in_one_colour_its_own_even_when_no_style_nam
                         colours.setdefault(branch, set()).add(line.get_color())
         assert all(len(c) == 1 for c in colours.values()), colours
         assert colours["position"] != colours["content"]
+
+
+def test_every_panel_lists_its_branches_in_one_order_the_named_ones_first():
+    assert styled_order(["mixed", "twisted", "semantic", "positional", "mixed"]) == [
+        "positional",
+        "semantic",
+        "mixed",
+        "twisted",
+    ]

@@ -1,8 +1,9 @@
-"""The script that regenerates the full figures: its record of each figure's compute time."""
+"""The script that regenerates the full figures: its record of compute time, its threshold check."""
 
 import importlib.util
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 SCRIPT = Path(__file__).parents[1] / "docs" / "figures" / "make_figures.py"
@@ -37,3 +38,30 @@ def test_the_digest_changes_with_a_table_only(script, tmp_path):
     assert script.tables_digest(studies) == before
     (studies / "scan" / "branches.csv").write_text("alpha\n0.2\n")
     assert script.tables_digest(studies) != before
+
+
+def write_thresholds(path, alpha_c, **more):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"alpha_c": alpha_c, "alpha_l": [1.0] * len(alpha_c), **more}).to_csv(path, index=False)
+
+
+def test_a_figure_of_several_models_draws_each_models_thresholds(script, tmp_path):
+    studies, out = tmp_path / "studies", tmp_path / "out"
+    write_thresholds(studies / "paper" / "phase_diagram" / "thresholds.csv", [0.9, 1.2])
+    write_thresholds(studies / "rank2" / "phase_diagram" / "thresholds.csv", [0.8, float("nan")])
+    drawn = out / "thresholds.csv"
+    write_thresholds(drawn, [0.9, 1.2, 0.8, float("nan")], model=["paper"] * 2 + ["rank2"] * 2)
+    script.check_thresholds("fig14", out, studies)
+    write_thresholds(drawn, [0.9, 1.2, 0.8, 1.0], model=["paper"] * 2 + ["rank2"] * 2)
+    with pytest.raises(AssertionError, match="alpha_c differs from .*rank2"):
+        script.check_thresholds("fig14", out, studies)
+
+
+def test_a_figure_of_one_model_draws_its_thresholds(script, tmp_path):
+    studies, out = tmp_path / "studies", tmp_path / "out"
+    write_thresholds(studies / "phase_diagram" / "thresholds.csv", [0.9, 1.2])
+    write_thresholds(out / "thresholds.csv", [0.9, 1.2])
+    script.check_thresholds("fig3-right", out, studies)
+    write_thresholds(out / "thresholds.csv", [0.9, 1.3])
+    with pytest.raises(AssertionError, match="alpha_c differs"):
+        script.check_thresholds("fig3-right", out, studies)
